@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The test command: everything CI runs, in order, failing on the first failure.
+#
+#   tools/test.sh            all stages
+#   tools/test.sh STAGE...   only these stages: lint units sanity ansible-lint molecule build
+#
+# Sets up what it needs on a fresh machine: the venv (tools/bootstrap.sh), a Docker engine and
+# the sandbox images (tools/sandbox-host.sh). Molecule scenarios: every molecule/*/ directory,
+# or those named in MOLECULE_SCENARIOS (space-separated).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+stages=("$@")
+[[ ${#stages[@]} -gt 0 ]] || stages=(lint units sanity ansible-lint build molecule)
+banner() { printf '\n===== %s =====\n' "$*"; }
+
+tools/bootstrap.sh
+export PATH="$ROOT/.venv/bin:$PATH"
+export ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 NO_COLOR=1
+
+# The collection as ansible-test wants it: a tree named ansible_collections/ascendai/vllm holding
+# the files git knows (tracked, or new and not ignored).
+collection_tree() {
+  local dest=$ROOT/build/act/ansible_collections/ascendai/vllm
+  rm -rf "$ROOT/build/act"
+  mkdir -p "$dest"
+  git ls-files -co --exclude-standard -z | xargs -0 -I{} cp --parents -P {} "$dest/" 2>/dev/null || true
+  (cd "$dest" && git init -q && git add -A >/dev/null)
+  echo "$dest"
+}
+
+stage_lint() {
+  banner "ruff + yamllint"
+  ruff check plugins tests benchmarks tools
+  yamllint -s .
+}
+
+stage_units() {
+  banner "pytest units"
+  python -m pytest -q tests/unit
+}
+
+stage_sanity() {
+  banner "ansible-test sanity"
+  local tree v
+  tree=$(collection_tree)
+  # ansible-test downloads a pip bootstrap script from a host this network cannot reach: give it
+  # the stand-in for every pip version it may ask for.
+  mkdir -p ~/.ansible/test/cache
+  for v in $(grep -rhoE "^pip==[0-9.]+" .venv/lib/python3*/site-packages/ansible_test/_data/requirements/ \
+             | cut -d= -f3 | sort -u) 24.2; do
+    cp tools/ansible-test/get_pip.py ~/.ansible/test/cache/get_pip_${v//./_}.py
+  done
+  (cd "$tree" && ansible-test sanity --python 3.11 --requirements --color no)
+}
+
+stage_ansible_lint() {
+  banner "ansible-lint --profile production"
+  ansible-lint --profile production --offline
+}
+
+stage_build() {
+  banner "collection build and offline install"
+  rm -rf build/dist build/install
+  mkdir -p build/dist build/install
+  ansible-galaxy collection build --force --output-path build/dist . >/dev/null
+  local tarball
+  tarball=$(ls build/dist/ascendai-vllm-*.tar.gz)
+  local size
+  size=$(stat -c %s "$tarball")
+  echo "built $tarball ($((size / 1024)) KiB)"
+  [[ $size -lt $((20 * 1024 * 1024)) ]] || { echo "collection tarball too large: $size bytes"; return 1; }
+  if tar -tzf "$tarball" | grep -E '^(tests|molecule|benchmarks|tools|\.ci)/' ; then
+    echo "test infrastructure leaked into the tarball"; return 1
+  fi
+  ansible-galaxy collection install --offline --no-deps -p build/install "$tarball" >/dev/null
+  ANSIBLE_COLLECTIONS_PATH=$ROOT/build/install ansible-doc -l ascendai.vllm | tee build/dist/plugins.txt
+  [[ -s build/dist/plugins.txt ]] || { echo "ansible-doc lists no plugins of ascendai.vllm"; return 1; }
+}
+
+stage_molecule() {
+  banner "molecule"
+  eval "$(tools/sandbox-host.sh | grep -E '^(BASE|SIM)_IMAGE=')"
+  export ASCENDAI_BASE_IMAGE=$BASE_IMAGE ASCENDAI_SIM_IMAGE=$SIM_IMAGE
+  # ansible-compat installs the collection under test into its own cache; keep it away from the
+  # checkout's symlink tree (molecule's playbooks get that through the provisioner env).
+  export ANSIBLE_COLLECTIONS_PATH=$ROOT/.ansible/collections
+  local scenarios=${MOLECULE_SCENARIOS:-}
+  if [[ -z $scenarios ]]; then
+    scenarios=$(find molecule -mindepth 2 -maxdepth 2 -name molecule.yml -printf '%h\n' | xargs -n1 basename | sort)
+  fi
+  local s
+  for s in $scenarios; do
+    banner "molecule test -s $s"
+    molecule test -s "$s"
+  done
+}
+
+for s in "${stages[@]}"; do
+  case $s in
+    lint) stage_lint ;;
+    units) stage_units ;;
+    sanity) stage_sanity ;;
+    ansible-lint) stage_ansible_lint ;;
+    build) stage_build ;;
+    molecule) stage_molecule ;;
+    *) echo "unknown stage: $s" >&2; exit 2 ;;
+  esac
+done
+banner "all stages passed: ${stages[*]}"
