@@ -73,8 +73,14 @@ stage_build() {
   if tar -tzf "$tarball" | grep -E '^(tests|molecule|benchmarks|tools|\.ci)/' ; then
     echo "test infrastructure leaked into the tarball"; return 1
   fi
-  ansible-galaxy collection install --offline --no-deps -p build/install "$tarball" >/dev/null
-  ANSIBLE_COLLECTIONS_PATH=$ROOT/build/install ansible-doc -l ascendai.vllm | tee build/dist/plugins.txt
+  # Install into an empty collections path, away from the checkout and its ansible.cfg.
+  local empty
+  empty=$(mktemp -d)
+  (cd "$empty" && ANSIBLE_COLLECTIONS_PATH=$empty/collections \
+     ansible-galaxy collection install --offline --no-deps -p "$empty/collections" "$ROOT/$tarball" >/dev/null &&
+   ANSIBLE_COLLECTIONS_PATH=$empty/collections ansible-doc -l ascendai.vllm &&
+   ANSIBLE_COLLECTIONS_PATH=$empty/collections ansible-doc -t filter -l ascendai.vllm) | tee build/dist/plugins.txt
+  rm -rf "$empty"
   [[ -s build/dist/plugins.txt ]] || { echo "ansible-doc lists no plugins of ascendai.vllm"; return 1; }
 }
 
