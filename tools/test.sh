@@ -31,7 +31,7 @@ collection_tree() {
 
 stage_lint() {
   banner "ruff + yamllint"
-  ruff check plugins tests benchmarks tools
+  ruff check .
   yamllint -s .
 }
 

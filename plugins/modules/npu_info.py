@@ -1,0 +1,287 @@
+# Copyright (c) ascendai.vllm contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: npu_info
+short_description: Gather Huawei Ascend NPU facts from npu-smi
+version_added: 0.1.0
+description:
+  - Runs C(npu-smi info) and, per NPU, C(npu-smi info -t board -i N) and C(npu-smi info -t health -i N).
+  - Returns the number of NPUs, the chip name and family, HBM totals, processes, and the unhealthy NPUs with
+    their error codes and error text.
+  - Reads only; it runs in check mode too.
+  - Understands the classic 910A/910B table (npu-smi 22.x-25.2), the wide 25.5+/26.x table, Atlas A3
+    (two dies per NPU), the 310P and old 310 tables and the 950 table.
+options:
+  npu_smi_path:
+    description:
+      - Path of the C(npu-smi) executable.
+      - When not set, C(npu-smi) is looked up in E(PATH), C(/usr/local/sbin) and C(/usr/local/bin).
+    type: path
+  detail:
+    description:
+      - Also run C(npu-smi info -t board -i N) and C(npu-smi info -t health -i N) for every NPU.
+      - Board detail gives the firmware version and PCI device id; health detail gives error codes and text.
+    type: bool
+    default: true
+  set_fact:
+    description:
+      - Also return the result as the fact C(ascend_npu) (under C(ansible_facts)).
+    type: bool
+    default: false
+    aliases: [register_fact]
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+  facts:
+    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
+    support: full
+notes:
+  - C(npu-smi) needs root or membership in the C(HwHiAiUser) group; use O(ignore:become=true) otherwise.
+  - An NPU counts as unhealthy when its health is V(Warning), V(Alarm) or V(Critical) (as the driver counts it),
+    or when its detail query says C(Invalid card id.).
+seealso:
+  - plugin: ascendai.vllm.parse_npu_smi
+    plugin_type: filter
+author:
+  - ascendai.vllm contributors (@ascendai)
+"""
+
+EXAMPLES = r"""
+- name: Gather NPU facts
+  ascendai.vllm.npu_info:
+    set_fact: true
+
+- name: Stop when an NPU is unhealthy
+  ansible.builtin.assert:
+    that: ascend_npu.healthy
+    fail_msg: "Unhealthy NPUs: {{ ascend_npu.unhealthy }}"
+
+- name: Use npu-smi from a container mount, summary only
+  ascendai.vllm.npu_info:
+    npu_smi_path: /usr/local/bin/npu-smi
+    detail: false
+  register: npu
+"""
+
+RETURN = r"""
+count:
+  description: Number of NPUs (cards) listed by C(npu-smi info).
+  returned: success
+  type: int
+  sample: 8
+npu_ids:
+  description: NPU ids as printed.
+  returned: success
+  type: list
+  elements: int
+  sample: [0, 1, 2, 3, 4, 5, 6, 7]
+chip_count:
+  description: Number of chips (dies) over all NPUs; an Atlas A3 NPU has two.
+  returned: success
+  type: int
+  sample: 16
+chip_name:
+  description: Chip name printed most often in the table (C(910B3), C(Ascend910), C(310P3) ...).
+  returned: success
+  type: str
+  sample: 910B3
+chip_names:
+  description: All distinct chip names.
+  returned: success
+  type: list
+  elements: str
+family:
+  description: Chip family (C(910B), C(A3), C(910A), C(310P), C(310), C(950)); null when unknown.
+  returned: success
+  type: str
+  sample: 910B
+layout:
+  description: Table layout (C(classic), C(wide), C(a3), C(310p), C(310), C(950)).
+  returned: success
+  type: str
+  sample: classic
+npu_smi_version:
+  description: Version of the npu-smi tool.
+  returned: success
+  type: str
+  sample: 23.0.6
+driver_version:
+  description: Driver package version printed after C(Version:) in the table header.
+  returned: success
+  type: str
+  sample: 23.0.6
+healthy:
+  description: True when no NPU is unhealthy.
+  returned: success
+  type: bool
+unhealthy:
+  description: Unhealthy NPUs with health, error codes and error text.
+  returned: success
+  type: list
+  elements: dict
+  sample:
+    - npu_id: 0
+      name: 910B3
+      health: Alarm
+      error_codes: [A4025021, 8C03A000]
+      error_information: ascend_monitor adda heart beat lost error
+      reason: health Alarm
+hbm_total_mb:
+  description: Sum of HBM over all chips in MB; null when the chips have no HBM (310/310P).
+  returned: success
+  type: int
+  sample: 524288
+hbm_used_mb:
+  description: Sum of used HBM in MB.
+  returned: success
+  type: int
+hbm_free_mb:
+  description: O(ignore:hbm_total_mb) minus O(ignore:hbm_used_mb).
+  returned: success
+  type: int
+npus:
+  description:
+    - One entry per NPU as parsed from the table (C(npu_id), C(name), C(health), C(power_w), C(temp_c), C(chips))
+      plus C(family), C(hbm_total_mb), C(hbm_used_mb), C(hbm_free_mb), C(board) and C(health_detail)
+      (parsed C(-t board) and C(-t health) output, null without O(detail)) and C(detail_error).
+  returned: success
+  type: list
+  elements: dict
+processes:
+  description: Processes using NPUs (C(npu_id), C(chip_id), C(pid), C(name), C(memory_mb), C(container_pid)).
+  returned: success
+  type: list
+  elements: dict
+warnings:
+  description: Warning lines printed by npu-smi (for example that the driver package may be incompletely installed).
+  returned: success
+  type: list
+  elements: str
+driver_install_incomplete:
+  description: npu-smi printed that the driver package may not be completely installed.
+  returned: success
+  type: bool
+npu_smi_path:
+  description: The npu-smi executable that was run.
+  returned: success
+  type: str
+  sample: /usr/local/sbin/npu-smi
+ansible_facts:
+  description: With O(set_fact=true), C(ascend_npu) holds all of the above.
+  returned: when O(set_fact=true)
+  type: dict
+kind:
+  description:
+    - On failure, the kind of error (C(dcmi_init), C(invalid_card), C(not_found), C(permission), C(no_device),
+      C(unknown), C(parse)).
+  returned: failure
+  type: str
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascendai.vllm.plugins.module_utils.npu_smi import (
+    NpuSmiParseError,
+    classify_error,
+    parse_board,
+    parse_health,
+    parse_info,
+    summarize,
+)
+
+SEARCH_DIRS = ["/usr/local/sbin", "/usr/local/bin"]
+
+
+def find_npu_smi(module):
+    path = module.params["npu_smi_path"]
+    if path:
+        if not os.path.exists(path):
+            _kind, msg = classify_error("", "", 127)
+            module.fail_json(msg=f"npu_smi_path={path} does not exist. {msg}", kind="not_found")
+        if not os.access(path, os.X_OK):
+            _kind, msg = classify_error("", "", 126)
+            module.fail_json(msg=f"npu_smi_path={path} is not executable by this user. {msg}", kind="permission")
+        return path
+    path = module.get_bin_path("npu-smi", required=False, opt_dirs=SEARCH_DIRS)
+    if not path:
+        __kind, msg = classify_error("", "", 127)
+        module.fail_json(msg="npu-smi not found in PATH, {}. {}".format(", ".join(SEARCH_DIRS), msg), kind="not_found")
+    return path
+
+
+def run_npu_smi(module, argv):
+    rc, out, err = module.run_command(argv)
+    kind, msg = classify_error(out, err, rc)
+    return rc, out, err, kind, msg
+
+
+def fail_run(module, argv, rc, out, err, kind, msg):
+    module.fail_json(msg="{}: {}".format(" ".join(argv), msg), kind=kind, rc=rc, stdout=out, stderr=err, cmd=argv)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "npu_smi_path": {"type": "path"},
+            "detail": {"type": "bool", "default": True},
+            "set_fact": {"type": "bool", "default": False, "aliases": ["register_fact"]},
+        },
+        supports_check_mode=True,
+    )
+    npu_smi = find_npu_smi(module)
+
+    argv = [npu_smi, "info"]
+    rc, out, err, kind, msg = run_npu_smi(module, argv)
+    if kind != "ok":
+        fail_run(module, argv, rc, out, err, kind, msg)
+    try:
+        info = parse_info(out)
+    except NpuSmiParseError as exc:
+        module.fail_json(
+            msg="{}: could not read the output: {}".format(" ".join(argv), exc),
+            kind="parse", rc=rc, stdout=out, stderr=err,
+        )
+
+    boards, healths, detail_errors = {}, {}, {}
+    if module.params["detail"]:
+        for npu in info["npus"]:
+            npu_id = npu["npu_id"]
+            for what, parser, store in (("board", parse_board, boards), ("health", parse_health, healths)):
+                argv = [npu_smi, "info", "-t", what, "-i", str(npu_id)]
+                rc, out, err, kind, msg = run_npu_smi(module, argv)
+                if kind == "invalid_card":
+                    # the NPU is in the summary but its detail query says it does not exist: a vanished card
+                    detail_errors[npu_id] = "{}: {}".format(" ".join(argv[1:]), msg)
+                    continue
+                if kind != "ok":
+                    fail_run(module, argv, rc, out, err, kind, msg)
+                try:
+                    store[npu_id] = parser(out)
+                except NpuSmiParseError as exc:
+                    module.fail_json(
+                        msg="{}: could not read the output: {}".format(" ".join(argv), exc),
+                        kind="parse", rc=rc, stdout=out, stderr=err,
+                    )
+
+    facts = summarize(info, boards, healths, detail_errors)
+    for warning in facts["warnings"]:
+        module.warn(f"npu-smi: {warning}")
+    for error in detail_errors.values():
+        module.warn(error)
+    result = dict(changed=False, npu_smi_path=npu_smi, **facts)
+    if module.params["set_fact"]:
+        result["ansible_facts"] = {"ascend_npu": dict(facts, npu_smi_path=npu_smi)}
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

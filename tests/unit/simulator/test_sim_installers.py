@@ -1,0 +1,241 @@
+"""The simulated Ascend .run packages: fresh install, upgrade, same version, uninstall, and each refusal."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.ascendai.vllm.plugins.module_utils import npu_smi as parser
+from conftest import SIM_DIR
+
+DRIVER_OPTS = ("--full", "--quiet", "--nox11", "--install-for-all")
+
+
+def run_pkg(node, pkg, *args, env=None, stdin=None):
+    return node.run(["bash", pkg] + list(args), env=env, stdin=stdin)
+
+
+def kv(node, path):
+    return dict(line.split("=", 1) for line in node.read(path).splitlines() if "=" in line)
+
+
+def test_real_file_names(packages):
+    assert {k: os.path.basename(v) for k, v in packages["n+1"].items()} == {
+        "driver": "Ascend-hdk-910b-npu-driver_25.2.0_linux-aarch64.run",
+        "firmware": "Ascend-hdk-910b-npu-firmware_7.7.0.1.231.run",
+        "toolkit": "Ascend-cann-toolkit_8.3.RC2_linux-aarch64.run",
+        "kernels": "Ascend-cann-kernels-910b_8.3.RC2_linux-aarch64.run",
+        "nnal": "Ascend-cann-nnal_8.3.RC2_linux-aarch64.run"}
+
+
+def test_check_version_help_and_tampering(node, packages, tmp_path):
+    pkg = packages["n"]["driver"]
+    check = run_pkg(node, pkg, "--check")
+    assert check.returncode == 0 and "SHA256 checksums are OK. All good." in check.stdout
+    assert run_pkg(node, pkg, "--version").stdout.strip() == "24.1.rc3"
+    assert "SIMULATED" in run_pkg(node, pkg, "--help").stdout
+    text = open(pkg).read()
+    bad = tmp_path / os.path.basename(pkg)
+    bad.write_text(text[:-20] + ("A" if text[-20] != "A" else "B") + text[-19:])
+    tampered = run_pkg(node, str(bad), "--check")
+    assert tampered.returncode != 0 and "Error in SHA256 checksums" in tampered.stdout
+
+
+def test_driver_refused_without_hwhiaiuser(node, packages):
+    result = run_pkg(node, packages["n+1"]["driver"], *DRIVER_OPTS)
+    assert result.returncode == 1
+    assert "[ERROR]ERR_NO:0x0091;ERR_DES:HwHiAiUser not exists! Please add HwHiAiUser" in result.stdout
+    assert not node.exists("/usr/local/Ascend/driver/version.info")
+    assert not node.exists("/usr/local/sbin/npu-smi")
+
+
+def test_driver_refuses_root_without_for_all_and_bad_option_mixes(node, packages):
+    node.add_user()
+    pkg = packages["n+1"]["driver"]
+    root = run_pkg(node, pkg, "--full", "--quiet", "--install-username=root", "--install-usergroup=root")
+    assert root.returncode == 1 and "--install-for-all" in root.stdout
+    mixed = run_pkg(node, pkg, "--upgrade", "--install-for-all")
+    assert mixed.returncode == 1 and "cannot be used with" in mixed.stdout
+    upgrade = run_pkg(node, pkg, "--upgrade", "--quiet")
+    assert upgrade.returncode == 1 and "not installed" in upgrade.stdout
+
+
+def test_fresh_install_then_reboot(node, packages):
+    node.add_user()
+    assert not node.exists("/usr/local/sbin/npu-smi")
+    result = run_pkg(node, packages["n+1"]["driver"], *DRIVER_OPTS)
+    assert result.returncode == 0, result.stdout
+    assert "[INFO]set username and usergroup, HwHiAiUser:HwHiAiUser" in result.stdout
+    assert "Reboot needed" in result.stdout
+    version = kv(node, "/usr/local/Ascend/driver/version.info")
+    assert (version["Version"], version["compatible_version_fw"]) == ("25.2.0", "[7.0.0,7.7.99]")
+    info = kv(node, "/etc/ascend_install.info")
+    assert (info["UserName"], info["Driver_Install_For_All"], info["Driver_Install_Status"]) == (
+        "HwHiAiUser", "yes", "complete")
+    assert os.readlink(node.path("/usr/local/bin/hccn_tool")) == "/usr/local/Ascend/driver/tools/hccn_tool"
+    assert os.readlink(node.path("/usr/local/bin/npu-smi")) == "/usr/local/sbin/npu-smi"
+    npu_smi = node.path("/usr/local/sbin/npu-smi")
+    before = node.run([npu_smi, "info"])
+    assert before.returncode != 0 and before.stdout.strip() == "dcmi module initialize failed. ret is -8005"
+    assert parser.classify_error(before.stdout, "", before.returncode)[0] == "dcmi_init"
+    node.reboot()
+    info = parser.parse_info(node.run([npu_smi, "info"]).stdout)
+    assert (info["driver_version"], len(info["npus"])) == ("25.2.0", 4)
+    assert {n["name"] for n in info["npus"]} == {"910B3"} and {n["health"] for n in info["npus"]} == {"OK"}
+    assert {c["hbm_total_mb"] for n in info["npus"] for c in n["chips"]} == {65536}
+    assert not info["driver_install_incomplete"]
+    hccn = node.run([node.path("/usr/local/Ascend/driver/tools/hccn_tool"), "-i", "0", "-link", "-g"])
+    assert hccn.stdout == "link status: UP\n"
+
+
+def test_reboot_detected_without_boot_hook(node, packages):
+    """A container restart changes the boot id; npu-smi notices even if the oneshot unit did not run."""
+    node.add_user()
+    run_pkg(node, packages["n"]["driver"], *DRIVER_OPTS)
+    assert node.npu_smi("info").returncode != 0
+    node.env["ATLAS_SIM_BOOT_ID"] = "another-boot"
+    result = node.run([sys.executable, "-m", "atlas_sim.npu_smi", "info"], env={"PYTHONPATH": SIM_DIR})
+    assert parser.parse_info(result.stdout)["driver_version"] == "24.1.rc3"
+
+
+def _install_set(node, pkgs):
+    assert run_pkg(node, pkgs["driver"], *DRIVER_OPTS).returncode == 0
+    assert run_pkg(node, pkgs["firmware"], "--full", "--quiet").returncode in (0, 2)
+    node.reboot()
+    assert run_pkg(node, pkgs["toolkit"], "--install", "--install-for-all", "--quiet").returncode == 0
+    assert run_pkg(node, pkgs["kernels"], "--install", "--quiet").returncode == 0
+    env = {"ASCEND_TOOLKIT_HOME": "/usr/local/Ascend/ascend-toolkit/latest"}
+    assert run_pkg(node, pkgs["nnal"], "--install", "--quiet", env=env).returncode == 0
+
+
+def test_full_stack_install_and_upgrade_n_to_n1(node, packages):
+    node.add_user()
+    _install_set(node, packages["n"])
+    tk = kv(node, "/usr/local/Ascend/ascend-toolkit/latest/aarch64-linux/ascend_toolkit_install.info")
+    assert (tk["version"], tk["path"]) == ("8.2.RC1", "/usr/local/Ascend/ascend-toolkit/8.2.RC1/aarch64-linux")
+    assert os.readlink(node.path("/usr/local/Ascend/ascend-toolkit/latest")) == "8.2.RC1"
+    assert "ASCEND_TOOLKIT_HOME=/usr/local/Ascend/ascend-toolkit/latest" in node.read(
+        "/usr/local/Ascend/ascend-toolkit/set_env.sh")
+    assert "ATB_HOME_PATH=/usr/local/Ascend/nnal/atb/latest/atb/cxx_abi_" in node.read(
+        "/usr/local/Ascend/nnal/atb/set_env.sh")
+    board = parser.parse_board(node.npu_smi("info", "-t", "board", "-i", "0").stdout)
+    assert (board["software_version"], board["firmware_version"], board["compatibility"]) == (
+        "24.1.rc3", "7.5.0.1.129", "OK")
+    # upgrade: firmware, driver (--upgrade keeps the user from /etc/ascend_install.info), then CANN
+    new = packages["n+1"]
+    fw = run_pkg(node, new["firmware"], "--upgrade", "--quiet")
+    assert fw.returncode == 0 and "Reboot now or after driver installation" in fw.stdout
+    drv = run_pkg(node, new["driver"], "--upgrade", "--quiet")
+    assert drv.returncode == 0 and "base version is 24.1.rc3." in drv.stdout
+    assert node.npu_smi("info").returncode != 0
+    node.reboot()
+    board = parser.parse_board(node.npu_smi("info", "-t", "board", "-i", "0").stdout)
+    assert (board["software_version"], board["firmware_version"]) == ("25.2.0", "7.7.0.1.231")
+    assert run_pkg(node, new["toolkit"], "--upgrade", "--quiet").returncode == 0
+    assert os.readlink(node.path("/usr/local/Ascend/ascend-toolkit/latest")) == "8.3.RC2"
+    assert not node.exists("/usr/local/Ascend/ascend-toolkit/8.2.RC1")
+    assert node.state()["software"] == {"driver": "25.2.0", "firmware": "7.7.0.1.231", "cann": "8.3.RC2"}
+
+
+def test_same_version_again(node, packages):
+    node.add_user()
+    pkgs = packages["n+1"]
+    _install_set(node, pkgs)
+    drv = run_pkg(node, pkgs["driver"], *DRIVER_OPTS)
+    assert drv.returncode == 0
+    assert ("Driver package has been installed on the path /usr/local/Ascend, the version is 25.2.0, and the "
+            "version of this package is 25.2.0,do you want to continue?") in drv.stdout
+    assert "takes effect immediately" in drv.stdout and node.npu_smi("info").returncode == 0
+    no = run_pkg(node, pkgs["driver"], "--full", "--install-for-all", stdin="n\n")
+    assert no.returncode == 1 and "canceled" in no.stdout
+    fw = run_pkg(node, pkgs["firmware"], "--full", "--quiet")
+    assert fw.returncode == 2 and "no need to upgrade" in fw.stdout
+    tk = run_pkg(node, pkgs["toolkit"], "--install", "--quiet")
+    assert tk.returncode == 1 and "already installed" in tk.stdout
+
+
+def test_uninstall(node, packages):
+    node.add_user()
+    pkgs = packages["n+1"]
+    _install_set(node, pkgs)
+    script = node.path("/usr/local/Ascend/ascend-toolkit/8.3.RC2/aarch64-linux/script/uninstall.sh")
+    assert node.run(["bash", script]).returncode == 0
+    assert not node.exists("/usr/local/Ascend/ascend-toolkit")
+    assert node.state()["software"]["cann"] is None
+    result = node.run(["bash", node.path("/usr/local/Ascend/driver/script/uninstall.sh"), "--quiet"])
+    assert result.returncode == 0 and "Driver package uninstalled successfully!" in result.stdout
+    assert not node.exists("/usr/local/Ascend/driver") and not node.exists("/usr/local/sbin/npu-smi")
+    assert "Driver_Install_Status" not in kv(node, "/etc/ascend_install.info")
+    fw = run_pkg(node, pkgs["firmware"], "--uninstall")
+    assert fw.returncode == 0 and not node.exists("/usr/local/Ascend/firmware/version.info")
+    again = run_pkg(node, pkgs["firmware"], "--uninstall")
+    assert again.returncode == 1
+
+
+def _custom(tmp_path, name, *args):
+    out = tmp_path / name
+    subprocess.run([sys.executable, os.path.join(SIM_DIR, "build_installers.py"), str(out), "--arch", "aarch64"]
+                   + list(args), check=True, stdout=subprocess.PIPE)
+    return {p.name.split("_")[0]: str(p) for p in out.iterdir()}
+
+
+def test_incompatible_firmware_refused(node, packages, tmp_path):
+    node.add_user()
+    assert run_pkg(node, packages["n+1"]["driver"], *DRIVER_OPTS).returncode == 0
+    old_fw = _custom(tmp_path, "oldfw", "--firmware-version", "7.1.0.11.220",
+                     "--firmware-compatible-drv", "[23.0.rc3,23.0.rc3.],[23.0.0,23.0.0.]",
+                     "--only", "firmware")["Ascend-hdk-910b-npu-firmware"]
+    result = run_pkg(node, old_fw, "--full", "--quiet")
+    assert result.returncode == 1 and "relationship check failed" in result.stdout
+    assert kv(node, "/usr/local/Ascend/driver/version.info")["Version"] == "25.2.0"
+    assert not node.exists("/usr/local/Ascend/firmware/version.info")
+
+
+def test_driver_refused_by_installed_firmware_range(node, packages, tmp_path):
+    node.add_user()
+    assert run_pkg(node, packages["n+1"]["firmware"], "--full", "--quiet").returncode == 0
+    narrow = _custom(tmp_path, "narrow", "--driver-compatible-fw", "[7.0.0,7.2.99]", "--only", "driver")
+    result = run_pkg(node, narrow["Ascend-hdk-910b-npu-driver"], *DRIVER_OPTS)
+    assert result.returncode == 1 and "relationship check failed" in result.stdout
+    assert not node.exists("/usr/local/Ascend/driver/version.info")
+
+
+def test_cann_refused_for_incompatible_driver(node, packages, tmp_path):
+    node.add_user()
+    assert run_pkg(node, packages["n+1"]["driver"], *DRIVER_OPTS).returncode == 0
+    other = _custom(tmp_path, "cann", "--cann-compatible", "[V100R001C13],[V100R001C15]", "--only", "toolkit")
+    result = run_pkg(node, other["Ascend-cann-toolkit"], "--install", "--quiet")
+    assert result.returncode == 1 and "is not compatible with Ascend-cann-toolkit_8.3.RC2" in result.stdout
+    assert not node.exists("/usr/local/Ascend/ascend-toolkit")
+
+
+def test_kernels_and_nnal_refusals(node, packages):
+    pkgs = packages["n+1"]
+    kernels = run_pkg(node, pkgs["kernels"], "--install", "--quiet")
+    assert kernels.returncode == 1 and "install the toolkit of the same version first" in kernels.stdout
+    assert run_pkg(node, pkgs["toolkit"], "--install", "--quiet").returncode == 0
+    nnal = run_pkg(node, pkgs["nnal"], "--install", "--quiet")
+    assert nnal.returncode == 1 and "source /usr/local/Ascend/ascend-toolkit/set_env.sh" in nnal.stdout
+    old = run_pkg(node, packages["n"]["nnal"], "--install", "--quiet",
+                  env={"ASCEND_TOOLKIT_HOME": "/usr/local/Ascend/ascend-toolkit/latest"})
+    assert old.returncode == 1 and "requires Ascend-cann-toolkit_8.2.RC1" in old.stdout
+
+
+@pytest.mark.parametrize("kind", ["driver", "toolkit"])
+def test_installer_fails_midway_once(node, packages, kind):
+    node.add_user()
+    pkgs = packages["n+1"]
+    assert node.fault("installer-fail").returncode == 0
+    args = DRIVER_OPTS if kind == "driver" else ("--install", "--quiet")
+    failed = run_pkg(node, pkgs[kind], *args)
+    assert failed.returncode == 1 and "[ERROR]" in failed.stdout
+    if kind == "driver":
+        assert "upgradePercentage:40%" in failed.stdout
+        assert "Driver_Install_Status" not in kv(node, "/etc/ascend_install.info")
+        assert not node.exists("/usr/local/Ascend/driver/version.info")
+    else:
+        assert not node.exists("/usr/local/Ascend/ascend-toolkit/latest")
+    assert run_pkg(node, pkgs[kind], *args).returncode == 0   # the fault fires once

@@ -1,0 +1,160 @@
+"""The simulated npu-smi prints the real formats and parses back (with the collection's parser) to its state."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hs
+
+from ansible_collections.ascendai.vllm.plugins.module_utils import npu_smi as parser
+from atlas_sim import npu_smi, state as st
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "shared", "fixtures", "npu-smi")
+
+
+def _fixture_table(name):
+    """The npu-smi table of a capture: from the first border line to the last table line."""
+    with open(os.path.join(FIXTURES, name)) as handle:
+        lines = handle.read().splitlines()[1:]
+    start = next(i for i, line in enumerate(lines) if line.startswith("+---"))
+    end = max(i for i, line in enumerate(lines) if line.startswith("+") or line.startswith("| "))
+    return lines[start:end + 1]
+
+
+def _state_from_parsed(info, layout):
+    """Build a simulator state holding exactly what a capture shows."""
+    npus = info["npus"]
+    state = st.default_state(npus=len(npus), chip_name=npus[0]["name"], layout=layout)
+    state["running"]["driver"] = info["driver_version"]
+    for card, parsed in zip(state["npus"], npus):
+        card["id"] = parsed["npu_id"]
+        for chip, pchip in zip(card["chips"], parsed["chips"]):
+            chip.update(name=pchip["name"], health=pchip["health"], power=pchip["power_w"], temp=pchip["temp_c"],
+                        bus_id=pchip["bus_id"], aicore_usage=pchip["aicore_util_pct"],
+                        ddr_used=pchip["memory_used_mb"], ddr_total=pchip["memory_total_mb"],
+                        hbm_used=pchip["hbm_used_mb"], hbm_total=pchip["hbm_total_mb"],
+                        hugepages_used=pchip["hugepages_used"], hugepages_total=pchip["hugepages_total"],
+                        chip_id=pchip["chip_id"], phy_id=pchip["phy_id"] if pchip["phy_id"] is not None else 0,
+                        processes=[])
+    by_id = {card["id"]: card for card in state["npus"]}
+    for proc in info["processes"]:
+        chip = by_id[proc["npu_id"]]["chips"][proc["chip_id"]]
+        chip["processes"].append({"pid": proc["pid"], "name": proc["name"] or "", "memory": proc["memory_mb"]})
+    return state
+
+
+@pytest.mark.parametrize("name, layout", [
+    ("npu-smi-info-910b2-8card-idle-vllm-ascend-issue3906.txt", "classic"),
+    ("npu-smi-info-910b4-4card-busy-with-procs-vllm-ascend-issue843.txt", "classic"),
+    ("npu-smi-info-a3-ascend910-8npu-16die-busy-with-procs-vllm-ascend-issue3002.txt", "a3"),
+    ("npu-smi-info-910b4-1card-wide-format-v26-triton-ascend-faq.txt", "wide"),
+])
+def test_rerenders_real_capture_byte_for_byte(name, layout):
+    expected = _fixture_table(name)
+    info = parser.parse_info("\n".join(expected))
+    assert info["layout"] == layout
+    rendered = npu_smi.render_info(_state_from_parsed(info, layout)).splitlines()
+    # the wide capture ends right after the last process row (no closing border) in the original
+    assert rendered[:len(expected)] == expected
+    assert len(rendered) - len(expected) == (1 if layout == "wide" else 0)
+
+
+_health = hs.sampled_from(["OK", "Warning", "Alarm", "Critical", "UNKNOWN"])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(npus=hs.sampled_from([1, 4, 8]), layout=hs.sampled_from(list(st.LAYOUTS)), data=hs.data())
+def test_info_parses_back_to_state(npus, layout, data):
+    state = st.default_state(npus=npus, layout=layout)
+    state["running"]["driver"] = data.draw(hs.sampled_from(["24.1.rc3", "25.2.0", "26.0.rc1"]))
+    for card in state["npus"]:
+        for chip in card["chips"]:
+            chip["health"] = data.draw(_health)
+            chip["hbm_used"] = data.draw(hs.integers(0, chip["hbm_total"]))
+            chip["aicore_usage"] = data.draw(hs.integers(0, 100))
+            chip["temp"] = data.draw(hs.integers(20, 99))
+            if chip["power"] is not None:
+                chip["power"] = data.draw(hs.integers(300, 4000)) / 10.0
+            chip["processes"] = [{"pid": data.draw(hs.integers(1, 4194304)),
+                                  "name": data.draw(hs.sampled_from(["", "python", "VLLMWorker"])),
+                                  "memory": data.draw(hs.integers(1, 60000))}
+                                 for _ in range(data.draw(hs.integers(0, 2)))]
+    info = parser.parse_info(npu_smi.render_info(state))
+    assert info["layout"] == layout
+    assert info["driver_version"] == state["running"]["driver"]
+    assert [n["npu_id"] for n in info["npus"]] == [c["id"] for c in state["npus"]]
+    for card, pcard in zip(state["npus"], info["npus"]):
+        assert len(pcard["chips"]) == len(card["chips"])
+        for chip, pchip in zip(card["chips"], pcard["chips"]):
+            assert (pchip["health"], pchip["hbm_used_mb"], pchip["hbm_total_mb"], pchip["bus_id"]) == (
+                chip["health"], chip["hbm_used"], chip["hbm_total"], chip["bus_id"])
+            assert (pchip["aicore_util_pct"], pchip["temp_c"], pchip["power_w"]) == (
+                chip["aicore_usage"], chip["temp"], chip["power"])
+    expected = [(c["id"], ch["chip_id"], p["pid"], p["memory"]) for c in state["npus"] for ch in c["chips"]
+                for p in ch["processes"]]
+    assert [(p["npu_id"], p["chip_id"], p["pid"], p["memory_mb"]) for p in info["processes"]] == expected
+
+
+@pytest.mark.parametrize("layout", st.LAYOUTS)
+def test_mapping_parses_back(layout):
+    state = st.default_state(npus=8, layout=layout)
+    rows = parser.parse_info_m(npu_smi.run(["info", "-m"], state).out)
+    chips = [r for r in rows if r["chip_name"] != "Mcu"]
+    mcus = [r for r in rows if r["chip_name"] == "Mcu"]
+    dies = 2 if layout == "a3" else 1
+    assert len(chips) == 8 * dies and len(mcus) == 8
+    assert [r["chip_logic_id"] for r in chips] == list(range(8 * dies))
+    assert all(r["chip_logic_id"] is None for r in mcus)
+    if layout != "a3":
+        assert chips[0]["chip_name"] == "Ascend 910B3"
+
+
+def test_t_outputs_parse_back():
+    state = st.default_state(npus=4)
+    state["running"].update(driver="25.2.0", firmware="7.7.0.1.231")
+    chip = state["npus"][2]["chips"][0]
+    chip.update(hbm_used=32768, aicore_usage=57, temp=61, power=301.5, aicore_count=20)
+    board = parser.parse_board(npu_smi.run(["info", "-t", "board", "-i", "2"], state).out)
+    assert (board["npu_id"], board["software_version"], board["firmware_version"]) == (2, "25.2.0", "7.7.0.1.231")
+    assert (board["pcie_bus_info"], board["pci_device_id"], board["chip_count"]) == ("0000:C2:00.0", "0xD802", 1)
+    chip_board = parser.parse_board(npu_smi.run(["info", "-t", "board", "-i", "2", "-c", "0"], state).out)
+    assert chip_board["chip_name"] == "910B3" and chip_board["chip_id"] == 0
+    usages = parser.parse_usages(npu_smi.run(["info", "-t", "usages", "-i", "2"], state).out)
+    assert (usages["hbm_capacity_mb"], usages["hbm_usage_rate_pct"], usages["aicore_usage_rate_pct"]) == (
+        65536, 50, 57)
+    memory = parser.parse_memory(npu_smi.run(["info", "-t", "memory", "-i", "2"], state).out)
+    assert (memory["hbm_capacity_mb"], memory["ddr_capacity_mb"]) == (65536, 0)
+    common = parser.parse_common(npu_smi.run(["info", "-t", "common", "-i", "2", "-c", "0"], state).out)
+    assert (common["aicore_count"], common["temperature_c"], common["npu_real_time_power_w"]) == (20, 61, 301.5)
+    health = parser.parse_health(npu_smi.run(["info", "-t", "health", "-i", "2"], state).out)
+    assert (health["health"], health["error_codes"]) == ("OK", [])
+
+
+def test_board_compatibility_nok_when_firmware_outside_driver_range(node, tmp_path):
+    os.makedirs(node.path("/usr/local/Ascend/driver"))
+    with open(node.path("/usr/local/Ascend/driver/version.info"), "w") as handle:
+        handle.write("Version=25.2.0\ncompatible_version_fw=[7.0.0,7.2.99]\n")
+    state = st.default_state()
+    state["running"].update(driver="25.2.0", firmware="7.7.0.1.231")
+    assert parser.parse_board(npu_smi.run(["info", "-t", "board", "-i", "0"], state).out)["compatibility"] == "NOK"
+    state["running"]["firmware"] = "7.1.0.11.220"
+    assert parser.parse_board(npu_smi.run(["info", "-t", "board", "-i", "0"], state).out)["compatibility"] == "OK"
+
+
+def test_help_says_simulated_and_normal_output_does_not():
+    state = st.default_state()
+    state["running"]["driver"] = "25.2.0"
+    assert "SIMULATED" in npu_smi.run(["info", "-h"], state).out
+    assert "SIMULATED" in npu_smi.run(["-h"], state).out
+    for argv in (["info"], ["info", "-m"], ["info", "-t", "board", "-i", "0"]):
+        assert "simulat" not in npu_smi.run(argv, state).out.lower()
+
+
+def test_invalid_card_id_as_real_tool():
+    state = st.default_state(npus=4)
+    result = npu_smi.run(["info", "-t", "board", "-i", "7"], state)
+    assert result.rc != 0
+    assert result.out.splitlines()[:2] == ["Invalid card id.", "Error parameter of -i"]
+    assert parser.classify_error(result.out, "", result.rc)[0] == "invalid_card"
