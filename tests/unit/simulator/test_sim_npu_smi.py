@@ -11,7 +11,8 @@ from hypothesis import strategies as hs
 from ansible_collections.ascendai.vllm.plugins.module_utils import npu_smi as parser
 from atlas_sim import npu_smi, state as st
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "shared", "fixtures", "npu-smi")
+# The real captures, as copied into the unit tests (tests/unit/fixtures/npu-smi, verbatim from shared/fixtures).
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "npu-smi")
 
 
 def _fixture_table(name):

@@ -1,0 +1,63 @@
+# Copyright: ascendai.vllm contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: compat_row
+short_description: The compatibility row (vLLM, Python, CANN, torch, torch_npu) of a vllm-ascend release
+version_added: 0.1.0
+author:
+  - ascendai.vllm contributors (@ascendai)
+description:
+  - Looks a vllm-ascend release up in the collection's one compatibility table (vllm-ascend's versioning
+    policy) and returns its row, for pinning the other components.
+  - C(latest) returns the newest row. A partial version (C(0.23)) is accepted when it names a single row.
+options:
+  _input:
+    description: The vllm-ascend release, for example C(0.23.0), C(v0.18.0), C(0.23.0.post1) or C(latest).
+    type: str
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Pin torch_npu from the vllm-ascend release
+  ansible.builtin.set_fact:
+    vllm_torch_npu_version: "{{ ('0.23.0' | ascendai.vllm.compat_row).torch_npu }}"
+"""
+
+RETURN = r"""
+_value:
+  description:
+    - Keys C(label), C(vllm_ascend_min), C(vllm_ascend_max), C(vllm), C(vllm_min), C(vllm_max), C(python),
+      C(python_min), C(python_max), C(cann) (list), C(torch), C(torch_npu), C(triton_ascend), C(source).
+  type: dict
+"""
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.ascendai.vllm.plugins.module_utils.compat_matrix import all_rows, find_row, known_releases
+
+
+def compat_row(version):
+    """Return the row of a vllm-ascend release or raise AnsibleFilterError listing the known releases."""
+    if isinstance(version, (bool, float)) or not isinstance(version, (str, int)):
+        raise AnsibleFilterError(f"compat_row: the vllm-ascend release must be a quoted version string, got "
+                                 f"{version!r}")
+    text = str(version).strip()
+    if text.lower() == "latest":
+        return all_rows()[-1]
+    try:
+        row = find_row(text)
+    except ValueError as exc:
+        raise AnsibleFilterError(f"compat_row: {exc}") from exc
+    if row is None:
+        raise AnsibleFilterError(f"compat_row: vllm-ascend {text} is not in the compatibility table; known "
+                                 f"releases: {', '.join(known_releases())}")
+    return row
+
+
+class FilterModule:
+    """ascendai.vllm.compat_row"""
+
+    def filters(self):
+        return {"compat_row": compat_row}

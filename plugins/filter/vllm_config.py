@@ -1,0 +1,89 @@
+# Copyright: ascendai.vllm contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: vllm_config
+short_description: Turn role variables into the YAML mapping that C(vllm serve --config FILE) reads
+version_added: 0.1.0
+author:
+  - ascendai.vllm contributors (@ascendai)
+description:
+  - Takes a mapping of vLLM option names (snake_case as in vLLM's EngineArgs, kebab-case also accepted) to values
+    and returns the mapping to write, with C(to_nice_yaml), as the file given to C(vllm serve --config).
+  - Keys are written kebab-case (C(max-model-len)). vLLM's config loader turns a C(false) value into
+    C(--no-KEY) only when that exact option string exists, so C(enable_prefix_caching=false) would be dropped
+    silently while C(enable-prefix-caching=false) works.
+  - Options whose value is C(null) are left out (vLLM's default applies). Mappings (C(compilation_config),
+    C(additional_config), C(speculative_config)...) stay mappings; vLLM turns them into JSON.
+  - Fails, naming every bad key, on options current vLLM removed or never had (C(swap_space), C(device),
+    C(worker_use_ray), C(adapter), C(num_gpus_per_worker), C(executor)) with what to use instead, on C(api_key)
+    (a secret belongs in the 0600 environment file as C(VLLM_API_KEY)), and on names unknown to vLLM 0.32
+    unless O(allow_unknown=true).
+  - The rendered file must still be validated on the node against the installed vLLM
+    (C(roles/vllm_service/files/validate_config.py)), because options differ between vLLM releases.
+options:
+  _input:
+    description: Mapping of vLLM option names to values.
+    type: dict
+    required: true
+  model:
+    description: The model path or name (written as C(model), first).
+    type: str
+  served_model_name:
+    description: The name(s) clients use (written as C(served-model-name)).
+    type: raw
+  vllm_version:
+    description: The vLLM version on the node; an option removed only in a later release is then accepted.
+    type: str
+  allow_unknown:
+    description: Pass option names that vLLM 0.32 does not know (the node-side check still applies).
+    type: bool
+    default: false
+"""
+
+EXAMPLES = r"""
+- name: Render the vLLM configuration
+  ansible.builtin.copy:
+    dest: /etc/vllm/config.yaml
+    content: "{{ vllm_service_options | ascendai.vllm.vllm_config(model=vllm_service_model_path,
+                 served_model_name=vllm_service_served_name) | to_nice_yaml(indent=2) }}"
+    mode: "0644"
+  vars:
+    vllm_service_options:
+      tensor_parallel_size: 4
+      max_model_len: 4096
+      max_num_seqs: 64
+      gpu_memory_utilization: 0.9
+      enable_prefix_caching: false
+      compilation_config: {cudagraph_mode: FULL_DECODE_ONLY}
+"""
+
+RETURN = r"""
+_value:
+  description: The config file mapping, kebab-case keys, C(model) and C(served-model-name) first.
+  type: dict
+  sample: {model: /srv/models/deepseek-llm-67b-chat, served-model-name: deepseek-67b, tensor-parallel-size: 4,
+           max-model-len: 4096, enable-prefix-caching: false}
+"""
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.ascendai.vllm.plugins.module_utils.vllm_options import OptionError, render_config
+
+
+def vllm_config(options, model=None, served_model_name=None, vllm_version=None, allow_unknown=False):
+    """Return the ``vllm serve --config`` mapping or raise AnsibleFilterError naming every bad option."""
+    try:
+        return render_config(options, model=model, served_model_name=served_model_name,
+                             vllm_version=None if vllm_version is None else str(vllm_version),
+                             allow_unknown=bool(allow_unknown))
+    except OptionError as exc:
+        raise AnsibleFilterError(f"vllm_config: {exc}") from exc
+
+
+class FilterModule:
+    """ascendai.vllm.vllm_config"""
+
+    def filters(self):
+        return {"vllm_config": vllm_config}

@@ -1,0 +1,284 @@
+# Copyright: ascendai.vllm contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""Capacity plan for one vLLM deployment: weights per NPU, KV cache per token and how many tokens fit.
+
+Pure stdlib arithmetic on a Hugging Face ``config.json`` mapping.
+
+Parameter count (approximate, documented so a reader can check it):
+
+* Dense Llama-style models (Llama, DeepSeek-LLM 7B/67B, Qwen2/3 dense, Mistral): embedding ``V*H``; per layer
+  attention ``H*nh*hd`` (q) + ``2*H*nkv*hd`` (k, v; GQA through ``num_key_value_heads``, ``head_dim`` defaulting
+  to ``H/nh``) + ``nh*hd*H`` (o), plus q/k/v biases when ``attention_bias`` (or model_type qwen2); MLP
+  ``3*H*I`` (gate, up, down); two RMSNorms ``2*H``; final norm ``H``; ``lm_head`` ``V*H`` unless
+  ``tie_word_embeddings``.
+* DeepSeek-V2/V3 (MLA, ``kv_lora_rank`` set): q is ``H*nh*(nope+rope)`` or, with ``q_lora_rank``,
+  ``H*q_lora + q_lora + q_lora*nh*(nope+rope)``; ``kv_a_proj_with_mqa`` ``H*(kv_lora+rope)``, ``kv_a_layernorm``
+  ``kv_lora``, ``kv_b_proj`` ``kv_lora*nh*(nope+v)``, ``o_proj`` ``nh*v*H``. MLP: the first
+  ``first_k_dense_replace`` layers (and layers off ``moe_layer_freq``) are dense ``3*H*I``; MoE layers have
+  router ``H*E`` (+ ``E`` correction bias for V3's noaux_tc), ``E`` routed experts and ``n_shared_experts``
+  shared experts of ``3*H*moe_intermediate_size`` each. MTP layers (``num_nextn_predict_layers``) are not
+  counted: vLLM loads them only for speculative decoding. DeepSeek-V3's config gives 671e9 this way.
+* Other MoE configs (``num_local_experts`` Mixtral-style, ``num_experts`` Qwen-MoE-style with
+  ``moe_intermediate_size`` and ``shared_expert_intermediate_size``) are handled the same way.
+
+Per NPU with tensor parallelism ``tp`` (as vLLM shards): q, o, MLP/expert and vocabulary matrices are split by
+``tp``; k/v projections are split by ``tp`` down to one KV head per rank (replicated beyond that); norms and,
+for MLA, ``q_a_proj``/``kv_a_proj_with_mqa`` and the router are replicated. Expert parallelism is not modelled
+(the weight total per NPU is the same when experts are spread over the same NPUs).
+
+KV cache bytes per token on one NPU: ``2 * layers * max(1, nkv/tp) * hd * bytes`` (K and V);
+MLA: ``layers * (kv_lora_rank + qk_rope_head_dim) * bytes``, the latent cache is replicated, not split by TP.
+Sliding-window or hybrid (mamba) layers are not modelled: the estimate is the full-attention upper bound.
+
+KV cache size per NPU: ``hbm * gpu_memory_utilization - weights - reserved`` (``reserved`` stands for the
+activation peak, graph capture and runtime buffers; measure it once and pass it), rounded down to whole blocks
+of ``block_size`` tokens, the way vLLM reports "KV cache size: N tokens". ``kv_cache_bytes`` replaces that
+budget (the CPU sandbox sets it through ``VLLM_CPU_KVCACHE_SPACE`` GiB; ``--kv-cache-memory-bytes`` on devices).
+"""
+
+from __future__ import annotations
+
+import json
+
+GIB = 1024 ** 3
+
+DTYPE_BYTES = {
+    "float16": 2, "half": 2, "fp16": 2, "bfloat16": 2, "bf16": 2,
+    "float32": 4, "float": 4, "fp32": 4,
+    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "fp8_ds_mla": 1, "int8": 1,
+}
+
+
+class PlanError(ValueError):
+    """Bad input for the plan; the message names the input."""
+
+
+def _get(config, *names, default=None):
+    for name in names:
+        value = config.get(name)
+        if value is not None:
+            return value
+    return default
+
+
+def _need(config, name):
+    value = config.get(name)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise PlanError(f"config.json: {name} must be a positive integer, got {value!r}")
+    return value
+
+
+def load_config(config_json):
+    """Accept a mapping or a JSON string; unwrap ``text_config`` of multimodal wrappers."""
+    if isinstance(config_json, (str, bytes)):
+        try:
+            config_json = json.loads(config_json)
+        except ValueError as exc:
+            raise PlanError(f"config.json is not valid JSON: {exc}") from None
+    if not isinstance(config_json, dict):
+        raise PlanError(f"config.json must be a mapping, got {type(config_json).__name__}")
+    if "hidden_size" not in config_json and isinstance(config_json.get("text_config"), dict):
+        return config_json["text_config"]
+    return config_json
+
+
+def is_mla(config):
+    return bool(config.get("kv_lora_rank"))
+
+
+def _is_moe_layer(config, index):
+    experts = _get(config, "n_routed_experts", "num_local_experts", "num_experts")
+    if not experts:
+        return False
+    if index < int(config.get("first_k_dense_replace") or 0):
+        return False
+    freq = int(_get(config, "moe_layer_freq", "decoder_sparse_step", default=1) or 1)
+    return index % freq == 0 if "moe_layer_freq" in config else (index + 1) % freq == 0
+
+
+def _attention_params(config, tp):
+    hidden = _need(config, "hidden_size")
+    heads = _need(config, "num_attention_heads")
+    if is_mla(config):
+        nope = int(config.get("qk_nope_head_dim") or 0)
+        rope = int(config.get("qk_rope_head_dim") or 0)
+        v_dim = int(config.get("v_head_dim") or nope)
+        kv_lora = int(config["kv_lora_rank"])
+        q_lora = config.get("q_lora_rank")
+        if q_lora:
+            replicated = hidden * q_lora + q_lora
+            split = q_lora * heads * (nope + rope)
+        else:
+            replicated = 0
+            split = hidden * heads * (nope + rope)
+        replicated += hidden * (kv_lora + rope) + kv_lora
+        split += kv_lora * heads * (nope + v_dim) + heads * v_dim * hidden
+        return replicated + split / tp
+    head_dim = int(_get(config, "head_dim", default=hidden // heads))
+    kv_heads = int(_get(config, "num_key_value_heads", default=heads))
+    kv_per_rank = max(1.0, kv_heads / tp)
+    q_o = 2 * hidden * heads * head_dim / tp
+    k_v = 2 * hidden * kv_per_rank * head_dim
+    bias = 0
+    if config.get("attention_bias") or config.get("model_type") == "qwen2":
+        bias = heads * head_dim / tp + 2 * kv_per_rank * head_dim
+    return q_o + k_v + bias
+
+
+def _mlp_params(config, index, tp):
+    hidden = config["hidden_size"]
+    if not _is_moe_layer(config, index):
+        return 3 * hidden * int(_need(config, "intermediate_size")) / tp
+    experts = int(_get(config, "n_routed_experts", "num_local_experts", "num_experts"))
+    expert_inter = int(_get(config, "moe_intermediate_size", "intermediate_size"))
+    shared = int(config.get("n_shared_experts") or 0) * 3 * hidden * expert_inter
+    shared += 3 * hidden * int(config.get("shared_expert_intermediate_size") or 0)
+    router = hidden * experts
+    if config.get("topk_method") == "noaux_tc":
+        router += experts
+    return router + (experts * 3 * hidden * expert_inter + shared) / tp
+
+
+def count_parameters(config, tp=1):
+    """Parameters of the model (``tp=1``) or held by one of ``tp`` tensor-parallel ranks."""
+    config = load_config(config)
+    hidden = _need(config, "hidden_size")
+    layers = _need(config, "num_hidden_layers")
+    vocab = _need(config, "vocab_size")
+    embed = vocab * hidden / tp
+    lm_head = 0 if config.get("tie_word_embeddings") else vocab * hidden / tp
+    attention = layers * _attention_params(config, tp)
+    mlp = sum(_mlp_params(config, index, tp) for index in range(layers))
+    norms = layers * 2 * hidden + hidden
+    return round(embed + lm_head + attention + mlp + norms)
+
+
+def kv_bytes_per_token(config, tp=1, kv_bytes=2):
+    """KV cache bytes one token takes on one NPU (see the module doc)."""
+    config = load_config(config)
+    layers = _need(config, "num_hidden_layers")
+    if is_mla(config):
+        return layers * (int(config["kv_lora_rank"]) + int(config.get("qk_rope_head_dim") or 0)) * kv_bytes
+    hidden = _need(config, "hidden_size")
+    heads = _need(config, "num_attention_heads")
+    head_dim = int(_get(config, "head_dim", default=hidden // heads))
+    kv_heads = int(_get(config, "num_key_value_heads", default=heads))
+    per_rank = max(1, kv_heads // tp) if kv_heads >= tp else 1
+    return 2 * layers * per_rank * head_dim * kv_bytes
+
+
+def _dtype_bytes(name, config, what):
+    key = str(name).lower()
+    if key == "auto":
+        key = str(_get(config, "torch_dtype", "dtype", default="bfloat16")).lower()
+        if key == "float32":  # vLLM's "auto" serves float32 checkpoints in 16-bit
+            key = "float16"
+    if key not in DTYPE_BYTES:
+        raise PlanError(f"{what}={name!r} is not a known dtype ({', '.join(sorted(DTYPE_BYTES))}, auto)")
+    return DTYPE_BYTES[key]
+
+
+def _positive(name, value, kind=float, allow_none=False):
+    if value is None and allow_none:
+        return None
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise PlanError(f"{name} must be a positive number, got {value!r}") from None
+    if isinstance(value, bool) or number <= 0 or (kind is int and number != float(value)):
+        raise PlanError(f"{name} must be a positive {'integer' if kind is int else 'number'}, got {value!r}")
+    return number
+
+
+def plan(config_json, dtype="auto", tensor_parallel_size=1, hbm_gib_per_npu=None, gpu_memory_utilization=0.9,
+         max_model_len=None, max_num_seqs=None, kv_cache_dtype=None, block_size=128, reserved_gib=2.0,
+         kv_cache_bytes=None, weight_bytes_per_param=None):
+    """The capacity plan (see the module doc for every formula). Raises PlanError on bad input."""
+    config = load_config(config_json)
+    tp = _positive("tensor_parallel_size", tensor_parallel_size, int)
+    block = _positive("block_size", block_size, int)
+    max_num_seqs = _positive("max_num_seqs", max_num_seqs, int, allow_none=True)
+    util = _positive("gpu_memory_utilization", gpu_memory_utilization)
+    if util > 1:
+        raise PlanError(f"gpu_memory_utilization is a fraction of NPU memory (0-1], got {gpu_memory_utilization!r}")
+    reserved = float(reserved_gib or 0) * GIB
+    if kv_cache_bytes is None and hbm_gib_per_npu is None:
+        raise PlanError("give hbm_gib_per_npu (64 on 910B1/B2/B3, 32 on 910B4) or an explicit kv_cache_bytes")
+
+    warnings = []
+    max_positions = config.get("max_position_embeddings")
+    if max_model_len is None:
+        if not max_positions:
+            raise PlanError("max_model_len is not given and config.json has no max_position_embeddings")
+        max_model_len = max_positions
+    max_model_len = _positive("max_model_len", max_model_len, int)
+    if max_positions and max_model_len > max_positions:
+        warnings.append(f"max_model_len {max_model_len} exceeds the model's max_position_embeddings "
+                        f"{max_positions}; vLLM refuses it unless told to override")
+
+    heads = _need(config, "num_attention_heads")
+    if heads % tp:
+        warnings.append(f"tensor_parallel_size {tp} does not divide num_attention_heads {heads}; vLLM refuses "
+                        "such a split")
+    weight_bytes = (float(weight_bytes_per_param) if weight_bytes_per_param is not None
+                    else _dtype_bytes(dtype, config, "dtype"))
+    if config.get("quantization_config") and weight_bytes_per_param is None:
+        warnings.append("config.json has a quantization_config: weights were counted at dtype size; pass "
+                        "weight_bytes_per_param (about 1 for W8A8) for a closer estimate")
+    kv_dtype_bytes = _dtype_bytes(kv_cache_dtype or dtype, config, "kv_cache_dtype")
+
+    params_total = count_parameters(config, 1)
+    params_per_npu = count_parameters(config, tp)
+    weight_bytes_per_npu = int(params_per_npu * weight_bytes)
+    kv_per_token = kv_bytes_per_token(config, tp, kv_dtype_bytes)
+
+    budget = None
+    if kv_cache_bytes is not None:
+        kv_budget = int(_positive("kv_cache_bytes", kv_cache_bytes))
+        weights_fit = True
+        if hbm_gib_per_npu is not None:
+            budget = float(hbm_gib_per_npu) * GIB * util
+            weights_fit = weight_bytes_per_npu + reserved <= budget
+    else:
+        budget = _positive("hbm_gib_per_npu", hbm_gib_per_npu) * GIB * util
+        kv_budget = int(max(0, budget - weight_bytes_per_npu - reserved))
+        weights_fit = weight_bytes_per_npu + reserved < budget
+    if not weights_fit:
+        warnings.append(f"weights need {weight_bytes_per_npu / GIB:.1f} GiB per NPU plus {reserved / GIB:.1f} GiB "
+                        f"reserved, but only {budget / GIB:.1f} GiB ({hbm_gib_per_npu} GiB x "
+                        f"{util}) is usable: raise tensor_parallel_size or use a quantized model")
+
+    blocks = kv_budget // (block * kv_per_token)
+    tokens = blocks * block
+    full_seqs = tokens // max_model_len
+    one_fits = tokens >= max_model_len
+    if weights_fit and not one_fits:
+        warnings.append(f"the KV cache holds {tokens} tokens per NPU, fewer than one max_model_len sequence "
+                        f"({max_model_len}): vLLM stops at start-up; lower max_model_len to {tokens} or less, or "
+                        "raise gpu_memory_utilization / tensor_parallel_size")
+    wanted = max_num_seqs * max_model_len if max_num_seqs else None
+    if wanted and one_fits and wanted > tokens:
+        warnings.append(f"PagedAttention KV cache overflow: max_num_seqs x max_model_len = {max_num_seqs} x "
+                        f"{max_model_len} = {wanted} tokens, but the KV cache holds {tokens}; only {full_seqs} "
+                        "full-length sequences fit at once and vLLM preempts (recomputes) the rest under load; "
+                        f"lower max_num_seqs to {full_seqs} or max_model_len to {tokens // max_num_seqs}, or add "
+                        "NPUs")
+
+    return {
+        "params_total": params_total,
+        "params_per_npu": params_per_npu,
+        "weight_bytes_per_npu": weight_bytes_per_npu,
+        "weight_gib_per_npu": round(weight_bytes_per_npu / GIB, 2),
+        "usable_bytes_per_npu": int(budget) if budget is not None else None,
+        "kv_cache_bytes_per_npu": int(kv_budget),
+        "kv_bytes_per_token_per_npu": kv_per_token,
+        "kv_cache_blocks_per_npu": int(blocks),
+        "kv_cache_tokens_per_npu": int(tokens),
+        "max_model_len": max_model_len,
+        "max_concurrent_full_seqs": int(full_seqs),
+        "max_concurrency": round(tokens / max_model_len, 2),
+        "requested_tokens": wanted,
+        "mla": is_mla(config),
+        "fits": bool(weights_fit and one_fits),
+        "warnings": warnings,
+    }

@@ -1,0 +1,112 @@
+# Copyright: ascendai.vllm contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""Validate a ``vllm serve --config`` YAML file against the vLLM installed in this Python environment.
+
+Run it with the service venv's interpreter before (re)starting the service, so a bad option never takes a
+running service down::
+
+    /opt/vllm/venv/bin/python validate_config.py /etc/vllm/config.yaml.new
+    /opt/vllm/venv/bin/python validate_config.py --list-options   # the option names, snake_case
+
+It builds the same parser as vLLM's OpenAI API server (``make_arg_parser(FlexibleArgumentParser(...))``) and
+parses ``["--config", FILE]`` with it, so the file goes through vLLM's own config loader; then it runs
+``validate_parsed_serve_args`` when that vLLM has it. It also insists that every key is an exact option name,
+because argparse would take ``enforce: true`` as an abbreviation of ``--enforce-eager``.
+This mirrors ``plugins/module_utils/vllm_options.py:validate_with_parser`` of the ascendai.vllm collection.
+
+The last line on stdout is JSON: ``{"ok": bool, "problems": [...], "vllm_version": "...", "config": FILE}``.
+Exit status: 0 valid, 1 invalid, 2 could not check (vLLM or PyYAML not importable, file unreadable).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sys
+
+# vLLM logs to stdout by default; keep stdout for the JSON result.
+os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
+
+
+def _build_parser():
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:  # vLLM before the argparse_utils split
+        from vllm.utils import FlexibleArgumentParser
+    try:
+        from vllm.entrypoints.launchers import cli_args  # vLLM 0.3x
+    except ImportError:
+        from vllm.entrypoints.openai import cli_args  # older vLLM
+    parser = cli_args.make_arg_parser(FlexibleArgumentParser(description="vLLM OpenAI-Compatible RESTful API server."))
+    return parser, getattr(cli_args, "validate_parsed_serve_args", None)
+
+
+def _vllm_version():
+    try:
+        from vllm import __version__
+    except ImportError:
+        return None
+    return __version__
+
+
+def _long_options(parser):
+    return sorted({action.dest for action in parser._actions if any(o.startswith("--") for o in action.option_strings)})
+
+
+def check(path, parser, validate=None):
+    """Problems with the config file at ``path`` (an empty list when vLLM accepts it)."""
+    import yaml
+
+    if not path.endswith((".yaml", ".yml")):
+        return [f"{path}: vLLM only reads --config files ending in .yaml or .yml"]
+    with open(path, encoding="utf-8") as handle:
+        try:
+            config = yaml.safe_load(handle)
+        except yaml.YAMLError as exc:
+            return [f"{path}: not valid YAML: {exc}"]
+    if not isinstance(config, dict):
+        return [f"{path}: the config must be a YAML mapping, got {type(config).__name__}"]
+    known = parser._option_string_actions
+    problems = [f"{key}: not an option of this vLLM (--{str(key).replace('_', '-')})" for key in config
+                if "--" + str(key).lstrip("-").replace("_", "-") not in known]
+    if problems:
+        return problems
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr):
+            args = parser.parse_args(["--config", path])
+            if validate is not None:
+                validate(args)
+    except SystemExit:
+        lines = [line for line in stderr.getvalue().splitlines() if line.strip()]
+        problems.append(lines[-1] if lines else "vLLM's argument parser rejected the file")
+    except Exception as exc:  # noqa: BLE001 - vLLM raises ValueError/TypeError/AssertionError here
+        problems.append(f"{type(exc).__name__}: {exc}")
+    return problems
+
+
+def main(argv):
+    if len(argv) != 1:
+        sys.stderr.write(__doc__)
+        return 2
+    try:
+        parser, validate = _build_parser()
+    except Exception as exc:  # noqa: BLE001 - report any import failure as "could not check"
+        print(json.dumps({"ok": False, "problems": [f"cannot import vLLM: {exc}"], "vllm_version": None}))
+        return 2
+    if argv[0] == "--list-options":
+        print("\n".join(_long_options(parser)))
+        return 0
+    try:
+        problems = check(argv[0], parser, validate)
+    except (OSError, ImportError) as exc:
+        print(json.dumps({"ok": False, "problems": [str(exc)], "vllm_version": _vllm_version(), "config": argv[0]}))
+        return 2
+    print(json.dumps({"ok": not problems, "problems": problems, "vllm_version": _vllm_version(), "config": argv[0]}))
+    return 0 if not problems else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

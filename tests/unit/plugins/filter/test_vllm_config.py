@@ -1,0 +1,45 @@
+"""Tests for the ascendai.vllm.vllm_config filter."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+from ansible_collections.ascendai.vllm.plugins.filter.vllm_config import FilterModule, vllm_config
+
+
+def test_registered_under_its_name():
+    assert FilterModule().filters() == {"vllm_config": vllm_config}
+
+
+def test_renders_the_config_file():
+    options = {"tensor_parallel_size": 4, "max_model_len": 4096, "max_num_seqs": 64, "gpu_memory_utilization": 0.9,
+               "enable_prefix_caching": False, "quantization": None,
+               "additional_config": {"ascend_scheduler_config": {"enabled": True}}}
+    config = vllm_config(options, model="/srv/models/deepseek-llm-67b-chat", served_model_name="deepseek-67b")
+    text = yaml.safe_dump(config, sort_keys=False)
+    assert text.splitlines()[:2] == ["model: /srv/models/deepseek-llm-67b-chat", "served-model-name: deepseek-67b"]
+    assert yaml.safe_load(text) == {
+        "model": "/srv/models/deepseek-llm-67b-chat", "served-model-name": "deepseek-67b",
+        "tensor-parallel-size": 4, "max-model-len": 4096, "max-num-seqs": 64, "gpu-memory-utilization": 0.9,
+        "enable-prefix-caching": False, "additional-config": {"ascend_scheduler_config": {"enabled": True}}}
+
+
+def test_removed_option_fails_with_replacement():
+    with pytest.raises(AnsibleFilterError) as info:
+        vllm_config({"swap_space": 16, "worker_use_ray": True})
+    text = str(info.value)
+    assert text.startswith("vllm_config: swap_space (--swap-space) is removed in vLLM 0.18.0")
+    assert "use distributed_executor_backend: ray" in text
+
+
+def test_vllm_version_and_allow_unknown():
+    assert vllm_config({"swap_space": 4}, vllm_version="0.9.1") == {"swap-space": 4}
+    with pytest.raises(AnsibleFilterError, match="did you mean max_num_seqs"):
+        vllm_config({"max_num_seq": 4})
+    assert vllm_config({"future_flag": "x"}, allow_unknown=True) == {"future-flag": "x"}
+
+
+def test_not_a_mapping():
+    with pytest.raises(AnsibleFilterError, match="must be a mapping of vLLM option names to values, got list"):
+        vllm_config(["max_model_len"])
