@@ -24,9 +24,12 @@ collection_tree() {
   local dest=$ROOT/build/act/ansible_collections/ascendai/vllm
   rm -rf "$ROOT/build/act"
   mkdir -p "$dest"
-  # tests/unit/fixtures holds verbatim third-party captures (vendor docs in Chinese with typographic
-  # quotes among them): data for the tests, not code, so they stay out of the sanity tree.
-  git ls-files -co --exclude-standard -z -- . ':!tests/unit/fixtures' |
+  # Left out: tests/unit/fixtures, verbatim third-party captures (vendor docs in Chinese with
+  # typographic quotes among them), data rather than code; and the test infrastructure that
+  # build_ignore keeps out of the collection (simulator, test tools, benchmarks, tools/), which
+  # ruff checks instead.
+  git ls-files -co --exclude-standard -z -- . ':!tests/unit/fixtures' ':!tests/simulator' ':!tests/tools' \
+      ':!benchmarks' ':!tools' |
     xargs -0 -I{} cp --parents -P {} "$dest/" 2>/dev/null || true
   (cd "$dest" && git init -q && git add -A >/dev/null)
   echo "$dest"

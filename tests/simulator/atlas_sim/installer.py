@@ -248,8 +248,8 @@ def install_driver(meta, opts, state, log):
     if not user_exists(username):
         raise Fail(1, "[ERROR]ERR_NO:0x0091;ERR_DES:%s not exists! Please add %s" % (username, username))
     if not group_exists(usergroup):
-        raise Fail(1, "[ERROR]ERR_NO:0x0091;ERR_DES:%s group not exists! Please add %s group" % (usergroup,
-                                                                                             usergroup))
+        raise Fail(1, "[ERROR]ERR_NO:0x0091;ERR_DES:%s group not exists! Please add %s group"
+                   % (usergroup, usergroup))
     if not user_in_group(username, usergroup):
         raise Fail(1, "[ERROR]ERR_NO:0x0096;ERR_DES:%s not right! Please check the relatianship of %s and %s"
                    % (usergroup, username, usergroup))
@@ -470,8 +470,8 @@ def install_toolkit(meta, opts, state, log):
     drv = read_kv(st.path(path, "driver/version.info"))
     if drv.get("Innerversion") and not versions.family_listed(drv["Innerversion"], meta["compatible_version"]):
         raise Fail(1, "[ERROR] The installed driver %s (%s) is not compatible with Ascend-cann-toolkit_%s, "
-                   "compatible driver versions: %s" % (drv.get("Version"), drv["Innerversion"], version,
-                                                        meta["compatible_version"]))
+                   "compatible driver versions: %s"
+                   % (drv.get("Version"), drv["Innerversion"], version, meta["compatible_version"]))
     log("INFO", "%s start" % ("upgrade" if opts["op"] == "--upgrade" else "install"))
     log("INFO", "The installation path is %s." % path)
     inner = "%s-linux.%s.run" % (meta["inner_build"], arch)

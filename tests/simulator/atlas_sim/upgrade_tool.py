@@ -16,8 +16,8 @@ def run(argv, state):
         if not card.get("present", True):
             continue
         for ctype, name in COMPONENTS:
-            out.append("Get component version(%s) succeed for deviceId(%d), componentType(%d)." % (fw, card["id"],
-                                                                                                 ctype))
+            out.append("Get component version(%s) succeed for deviceId(%d), componentType(%d)."
+                       % (fw, card["id"], ctype))
             out.append('{"device_id":%d, "component":%s, "version":%s}' % (card["id"], name, fw))
     out.append("}")
     return "\n".join(out) + "\n"

@@ -45,7 +45,8 @@ class Node(object):
 
     def run(self, argv, env=None, stdin=None):
         full = dict(self.env, **(env or {}))
-        return subprocess.run(argv, env=full, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        return subprocess.run(argv, check=False, env=full, input=stdin, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT,
                               universal_newlines=True, timeout=120)
 
     def tool(self, module, *args, **kw):

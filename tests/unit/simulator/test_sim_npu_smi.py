@@ -81,7 +81,7 @@ def test_info_parses_back_to_state(npus, layout, data):
             chip["processes"] = [{"pid": data.draw(hs.integers(1, 4194304)),
                                   "name": data.draw(hs.sampled_from(["", "python", "VLLMWorker"])),
                                   "memory": data.draw(hs.integers(1, 60000))}
-                                 for _ in range(data.draw(hs.integers(0, 2)))]
+                                 for _unused in range(data.draw(hs.integers(0, 2)))]
     info = parser.parse_info(npu_smi.render_info(state))
     assert info["layout"] == layout
     assert info["driver_version"] == state["running"]["driver"]

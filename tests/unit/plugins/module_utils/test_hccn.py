@@ -60,8 +60,8 @@ def test_parse_ip_mindcluster_placeholder_is_rejected():
 
 
 def test_parse_ip_faultdiag_devices_and_unset():
-    assert hccn.parse_ip(block(FAULTDIAG, "-i 1 -ip -g")) == {"address": "192.161.201.10",
-                                                            "netmask": "255.255.255.0"}
+    expected = {"address": "192.161.201.10", "netmask": "255.255.255.0"}
+    assert hccn.parse_ip(block(FAULTDIAG, "-i 1 -ip -g")) == expected
     # device 2 printed nothing: no address configured
     assert hccn.parse_ip(block(FAULTDIAG, "-i 2 -ip -g")) == {"address": None, "netmask": None}
 
@@ -230,7 +230,7 @@ def test_plan_changes_only_what_differs_in_order():
 
 def test_plan_new_address_resets_gateway_even_if_same():
     cur = current_from_fixtures()
-    commands, _, after = hccn.plan_changes(3, cur, {"address": "29.1.112.214", "gateway": "29.1.0.1"}, tool=TOOL)
+    commands, _before, after = hccn.plan_changes(3, cur, {"address": "29.1.112.214", "gateway": "29.1.0.1"}, tool=TOOL)
     assert commands == [
         [TOOL, "-i", "3", "-ip", "-s", "address", "29.1.112.214", "netmask", "255.255.0.0"],
         [TOOL, "-i", "3", "-gateway", "-s", "gateway", "29.1.0.1"],
@@ -242,7 +242,7 @@ def test_plan_unconfigured_device_needs_both_ip_and_netmask():
     cur = hccn.parse_ip(block(FAULTDIAG, "-i 2 -ip -g"))
     with pytest.raises(HccnError, match="device 2: no address"):
         hccn.plan_changes(2, cur, {"address": "192.161.202.10"})
-    commands, before, _ = hccn.plan_changes(2, cur, {"address": "192.161.202.10", "netmask": "24"}, tool=TOOL)
+    commands, before, _after = hccn.plan_changes(2, cur, {"address": "192.161.202.10", "netmask": "24"}, tool=TOOL)
     assert before == {"address": None, "netmask": None}
     assert commands == [[TOOL, "-i", "2", "-ip", "-s", "address", "192.161.202.10", "netmask", "255.255.255.0"]]
 

@@ -34,8 +34,8 @@ def run_module(monkeypatch, answers, args):
         calls.append(list(argv))
         return answers(argv)
 
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", lambda self, **kw: (_ for _ in ()).throw(Exit(kw)))
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", lambda self, **kw: (_ for _ in ()).throw(Fail(kw)))
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", lambda self, **kw: (x for x in ()).throw(Exit(kw)))
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", lambda self, **kw: (x for x in ()).throw(Fail(kw)))
     monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
     with patch_module_args(args):
         with pytest.raises((Exit, Fail)) as info:
@@ -75,7 +75,7 @@ def test_dcb_backend_check_mode(monkeypatch):
 
 
 def test_dcb_unsupported_driver_suggests_mlnx_qos(monkeypatch):
-    ok, res, _ = run_module(monkeypatch, lambda argv: (1, "", "Attribute read: Operation not supported\n"), {
+    ok, res, _calls = run_module(monkeypatch, lambda argv: (1, "", "Attribute read: Operation not supported\n"), {
         "interface": "lo", "backend": "dcb", "dcb_path": "/sbin/dcb", "pfc_priorities": [4]})
     assert not ok and "Operation not supported" in res["msg"] and "backend=mlnx_qos" in res["msg"]
 

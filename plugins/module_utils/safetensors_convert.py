@@ -1,0 +1,806 @@
+# Copyright: ascendai.vllm contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""Streaming dtype conversion of a Hugging Face safetensors model directory.
+
+The safetensors format is parsed here directly (8-byte little-endian header length,
+JSON header, raw tensor data), so a node needs neither ``safetensors`` nor torch.
+Tensors are converted chunk by chunk: memory stays bounded by the chunk buffers,
+whatever the size of the model or of its largest tensor.
+
+Rounding is round-to-nearest-even, bit for bit what ``torch.Tensor.to(dtype)`` gives
+for every non-NaN value (float64 sources go through float32 first, as torch does).
+A NaN stays a quiet NaN with its sign and leading payload bits (what the x86 F16C and
+AVX512-BF16 conversion instructions give); torch's own NaN bits differ between its
+scalar and vector paths (0x7FC0, 0xFFFF, ...), so no single pattern is "torch's".
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+
+try:
+    import numpy as np
+    HAS_NUMPY = True
+    NUMPY_IMPORT_ERROR = None
+except ImportError as exc:  # pragma: no cover - exercised on nodes without numpy
+    np = None
+    HAS_NUMPY = False
+    NUMPY_IMPORT_ERROR = exc
+
+MARKER_NAME = ".ascendai_model_convert.json"
+MARKER_VERSION = 1
+INDEX_NAME = "model.safetensors.index.json"
+DEFAULT_CHUNK_BYTES = 4 * 1024 * 1024
+
+TARGET_DTYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16"}
+FLOAT_SOURCES = ("F64", "F32", "F16", "BF16")
+ITEMSIZE = {
+    "F64": 8, "F32": 4, "F16": 2, "BF16": 2,
+    "I64": 8, "I32": 4, "I16": 2, "I8": 1,
+    "U64": 8, "U32": 4, "U16": 2, "U8": 1,
+    "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "C64": 8,
+}
+TORCH_DTYPE_NAME = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+OTHER_WEIGHT_SUFFIXES = (".h5", ".msgpack", ".gguf", ".onnx", ".ot")
+PICKLE_INDEX_NAME = "pytorch_model.bin.index.json"
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {
+    "": 1, "b": 1,
+    "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12, "tb": 10**12,
+    "ki": 2**10, "kib": 2**10, "mi": 2**20, "mib": 2**20, "gi": 2**30, "gib": 2**30, "ti": 2**40, "tib": 2**40,
+}
+
+
+class ConvertError(Exception):
+    """A conversion that cannot be done; the message says why and what to do."""
+
+
+# --------------------------------------------------------------------------- sizes
+
+
+def parse_size(value):
+    """Return a byte count for ``5GB`` (10**9 units, as Hugging Face), ``5GiB`` (2**30) or an int."""
+    if isinstance(value, bool):
+        raise ConvertError(f"max_shard_size={value!r} is not a size; use e.g. '5GB', '500MB' or '2GiB'")
+    if isinstance(value, int):
+        size = value
+    else:
+        m = _SIZE_RE.match(str(value))
+        if not m:
+            raise ConvertError(f"max_shard_size={value!r} is not a size; use e.g. '5GB', '500MB' or '2GiB'")
+        size = int(float(m.group(1)) * _SIZE_UNITS[(m.group(2) or "").lower()])
+    if size <= 0:
+        raise ConvertError(f"max_shard_size={value!r} must be more than 0 bytes; use e.g. '5GB'")
+    return size
+
+
+# --------------------------------------------------------------------------- headers
+
+
+def read_header(path):
+    """Parse one safetensors file's header.
+
+    Returns ``(tensors, metadata, data_start, file_size)``; ``tensors`` is a list of dicts
+    (name, dtype, shape, begin, end) in data order, with absolute file offsets.
+    """
+    try:
+        file_size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            raw = f.read(8)
+            if len(raw) != 8:
+                raise ConvertError(f"{path}: shorter than the 8-byte safetensors header length")
+            n = int.from_bytes(raw, "little")
+            if n > file_size - 8 or n > 100 * 1024 * 1024:
+                raise ConvertError(f"{path}: header length {n} does not fit the file ({file_size} bytes); the file "
+                                   "is truncated or not safetensors")
+            header_bytes = f.read(n)
+    except OSError as exc:
+        raise ConvertError(f"{path}: cannot read: {exc}") from exc
+    try:
+        header = json.loads(header_bytes.decode("utf-8"))
+    except ValueError as exc:
+        raise ConvertError(f"{path}: header is not valid JSON ({exc}); the file is damaged or not safetensors") from exc
+    if not isinstance(header, dict):
+        raise ConvertError(f"{path}: header is not a JSON object")
+    metadata = header.pop("__metadata__", None) or {}
+    data_start = 8 + n
+    tensors = []
+    for name, info in header.items():
+        try:
+            dtype = str(info["dtype"])
+            shape = [int(d) for d in info["shape"]]
+            begin, end = (int(o) for o in info["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            raise ConvertError(f"{path}: tensor {name!r} has no valid dtype/shape/data_offsets") from None
+        if not 0 <= begin <= end or data_start + end > file_size:
+            raise ConvertError(f"{path}: tensor {name!r} data_offsets [{begin}, {end}] lie outside the file "
+                               f"({file_size - data_start} data bytes); the file is truncated")
+        numel = 1
+        for d in shape:
+            numel *= d
+        if dtype in ITEMSIZE and numel * ITEMSIZE[dtype] != end - begin:
+            raise ConvertError(f"{path}: tensor {name!r} is {dtype}{shape} ({numel * ITEMSIZE[dtype]} bytes) but its "
+                               f"data_offsets span {end - begin} bytes")
+        tensors.append({"name": name, "dtype": dtype, "shape": shape, "numel": numel,
+                        "begin": data_start + begin, "end": data_start + end, "file": path})
+    tensors.sort(key=lambda t: t["begin"])
+    return tensors, metadata, data_start, file_size
+
+
+def build_header(entries, metadata=None):
+    """Serialise a safetensors header for ``entries`` (name, dtype, shape, nbytes) in order.
+
+    Returns the bytes to write before the data (length prefix + JSON padded with spaces
+    to a multiple of 8, as the safetensors library does).
+    """
+    header = {}
+    if metadata:
+        header["__metadata__"] = dict(metadata)
+    offset = 0
+    for e in entries:
+        header[e["name"]] = {"dtype": e["dtype"], "shape": list(e["shape"]),
+                             "data_offsets": [offset, offset + e["nbytes"]]}
+        offset += e["nbytes"]
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-(8 + len(text)) % 8)
+    return len(text).to_bytes(8, "little") + text
+
+
+# --------------------------------------------------------------------------- scanning
+
+
+def _is_weight_name(name):
+    low = name.lower()
+    return (low.endswith((".safetensors", ".safetensors.index.json", ".bin.index.json"))
+            or low.endswith(PICKLE_SUFFIXES) or low.endswith(OTHER_WEIGHT_SUFFIXES)
+            or low in (INDEX_NAME, PICKLE_INDEX_NAME))
+
+
+def scan_source(src):
+    """Inventory a model directory: safetensors tensors, pickle files, other (copied) files."""
+    if not os.path.isdir(src):
+        raise ConvertError(f"src={src} is not a directory; give the model directory (config.json + *.safetensors)")
+    weight_files, pickle_files, other_files, skipped = [], [], [], []
+    for root, dirs, files in os.walk(src):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for fname in sorted(files):
+            full = os.path.join(root, fname)
+            rel = os.path.relpath(full, src)
+            if fname.startswith(".") or not os.path.isfile(full):
+                if fname != MARKER_NAME:
+                    skipped.append(rel)
+                continue
+            low = fname.lower()
+            if root == src and low.endswith(".safetensors"):
+                weight_files.append(rel)
+            elif low.endswith(PICKLE_SUFFIXES):
+                pickle_files.append(rel)
+            elif _is_weight_name(fname):
+                skipped.append(rel)
+            else:
+                other_files.append(rel)
+    index_path = os.path.join(src, INDEX_NAME)
+    if os.path.isfile(index_path):
+        try:
+            with open(index_path, "r", encoding="utf-8") as f:
+                weight_map = json.load(f)["weight_map"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ConvertError(f"{index_path}: cannot read weight_map ({exc})") from exc
+        indexed = sorted(set(weight_map.values()))
+        missing = [w for w in indexed if not os.path.isfile(os.path.join(src, w))]
+        if missing:
+            raise ConvertError(f"{INDEX_NAME} names shard(s) that are not in {src}: {', '.join(missing)}; "
+                               "the download is incomplete")
+        skipped.extend(w for w in weight_files if w not in indexed)
+        weight_files = indexed
+    else:
+        weight_map = None
+    return {"src": src, "weight_files": weight_files, "pickle_files": pickle_files,
+            "other_files": other_files, "skipped": sorted(skipped), "weight_map": weight_map}
+
+
+def load_safetensors_tensors(inventory):
+    """Read every header; returns the tensors in (file, offset) order and per-file header digests."""
+    tensors, digests, seen = [], {}, {}
+    for rel in inventory["weight_files"]:
+        path = os.path.join(inventory["src"], rel)
+        file_tensors, _meta, data_start, _size = read_header(path)
+        with open(path, "rb") as f:
+            digests[rel] = hashlib.sha256(f.read(data_start)).hexdigest()
+        for t in file_tensors:
+            if t["name"] in seen:
+                raise ConvertError(f"tensor {t['name']!r} is in both {seen[t['name']]} and {rel}; the source "
+                                   "directory mixes two models")
+            seen[t["name"]] = rel
+            t["kind"] = "safetensors"
+            tensors.append(t)
+    wm = inventory["weight_map"]
+    if wm is not None:
+        absent = sorted(set(wm) - set(seen))
+        if absent:
+            raise ConvertError(f"{INDEX_NAME} lists {len(absent)} tensor(s) absent from the shards, e.g. "
+                               f"{', '.join(absent[:3])}; the download is incomplete")
+    return tensors, digests
+
+
+def refuse_pickles_message(pickle_files):
+    return ("src holds only pickle weights ({}) and allow_pickle is false. Loading a pickle runs arbitrary code "
+            "from the file, and vLLM loads safetensors anyway. Get the safetensors release of the model, or, if "
+            "you trust where these files come from, set allow_pickle: true to convert them once (needs torch on "
+            "the node; loaded with torch.load(weights_only=True)).".format(", ".join(pickle_files[:4])))
+
+
+def check_not_quantized(src, config):
+    qc = (config or {}).get("quantization_config")
+    if qc:
+        method = qc.get("quant_method", "?") if isinstance(qc, dict) else "?"
+        raise ConvertError(f"src={src} is a quantized model (config.json quantization_config.quant_method={method}); "
+                           "changing its dtype would break its scales. Serve it as it is, or dequantize it with "
+                           "the tool of its quantization method.")
+    if os.path.isfile(os.path.join(src, "quant_model_description.json")):
+        raise ConvertError(f"src={src} is a msModelSlim quantized model (quant_model_description.json); serve it "
+                           "with --quantization ascend instead of converting it")
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def output_dtype(src_dtype, target):
+    """safetensors dtype a tensor gets: floats convert, everything else passes through."""
+    return target if src_dtype in FLOAT_SOURCES else src_dtype
+
+
+def plan_shards(tensors, target, max_shard_size):
+    """Group tensors into output shards (Hugging Face's rule: start a new shard when the next
+    tensor would pass max_shard_size; a bigger tensor gets a shard of its own)."""
+    shards, current, current_size = [], [], 0
+    for t in tensors:
+        out = output_dtype(t["dtype"], target)
+        nbytes = t["numel"] * ITEMSIZE[out] if out != t["dtype"] else t["end"] - t["begin"]
+        entry = {"name": t["name"], "dtype": out, "shape": t["shape"], "nbytes": nbytes, "src": t}
+        if current and current_size + nbytes > max_shard_size:
+            shards.append(current)
+            current, current_size = [], 0
+        current.append(entry)
+        current_size += nbytes
+    if current or not shards:
+        shards.append(current)
+    n = len(shards)
+    names = ["model.safetensors"] if n == 1 else [f"model-{i + 1:05d}-of-{n:05d}.safetensors" for i in range(n)]
+    return [{"file": name, "tensors": entries, "data_bytes": sum(e["nbytes"] for e in entries),
+             "header": build_header(entries, {"format": "pt"})} for name, entries in zip(names, shards)]
+
+
+def fingerprint(inventory, digests, copied):
+    """What identifies the source: sizes, mtimes and header digests of the weights, sizes/mtimes of the rest."""
+    files = []
+    for rel in list(inventory["weight_files"]) + list(copied):
+        st = os.stat(os.path.join(inventory["src"], rel))
+        files.append([rel, st.st_size, st.st_mtime_ns, digests.get(rel)])
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def read_marker(dest):
+    try:
+        with open(os.path.join(dest, MARKER_NAME), "r", encoding="utf-8") as f:
+            marker = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return marker if isinstance(marker, dict) else None
+
+
+def marker_matches(dest, marker, wanted):
+    """True when ``dest`` holds a finished conversion with the wanted source and options."""
+    if not marker or any(marker.get(k) != v for k, v in wanted.items()):
+        return False
+    for rel, size in (marker.get("files") or {}).items():
+        path = os.path.join(dest, rel)
+        if not os.path.isfile(path) or os.path.getsize(path) != size:
+            return False
+    return bool(marker.get("files"))
+
+
+# --------------------------------------------------------------------------- conversion kernels
+
+
+def _require_numpy():
+    if not HAS_NUMPY:
+        raise ConvertError(f"numpy is needed to convert between float dtypes and could not be imported "
+                           f"({NUMPY_IMPORT_ERROR}); "
+                           "install python3-numpy (vLLM nodes have it)")
+
+
+class _Work:
+    """Preallocated scratch arrays for one chunk size; reused for every chunk."""
+
+    def __init__(self, chunk_elems):
+        self.n = chunk_elems
+        self.src = np.empty(chunk_elems * 8, dtype=np.uint8)
+        self.u32 = np.empty(chunk_elems, dtype=np.uint32)
+        self.f32 = np.empty(chunk_elems, dtype=np.float32)
+        self.out = np.empty(chunk_elems * 4, dtype=np.uint8)
+        self.mask = np.empty(chunk_elems, dtype=np.bool_)
+
+
+def _f32_to_bf16(u, out16, tmp, mask):
+    """fp32 bits ``u`` -> bf16 bits ``out16`` with round-to-nearest-even (torch's rule)."""
+    np.right_shift(u, 16, out=tmp)
+    np.bitwise_and(tmp, 1, out=tmp)
+    np.add(tmp, 0x7FFF, out=tmp)
+    np.add(tmp, u, out=tmp)
+    np.copyto(out16, tmp.view(np.uint16)[1::2])  # high half on little-endian
+    f = u.view(np.float32)
+    np.isnan(f, out=mask)
+    if mask.any():
+        out16[mask] = ((u[mask] >> 16) | 0x0040).astype(np.uint16)
+
+
+def _f32_to_f16(u, out16, mask):
+    """fp32 -> fp16: IEEE round-to-nearest-even (numpy's cast; overflow gives inf), quiet NaN kept."""
+    f = u.view(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.copyto(out16.view(np.float16), f, casting="unsafe")
+    np.isnan(f, out=mask)
+    if mask.any():
+        b = u[mask]
+        out16[mask] = (((b >> 16) & 0x8000) | 0x7E00 | ((b >> 13) & 0x03FF)).astype(np.uint16)
+
+
+def _to_f32_bits(src_dtype, raw, n, work):
+    """Widen ``n`` elements of raw ``src_dtype`` bytes to fp32 bits in ``work.u32[:n]`` (exact)."""
+    u = work.u32[:n]
+    if src_dtype == "F32":
+        return raw.view(np.uint32)
+    if src_dtype == "BF16":
+        halves = u.view(np.uint16)
+        halves[0::2] = 0
+        halves[1::2] = raw.view(np.uint16)
+        return u
+    if src_dtype == "F16":
+        h = raw.view(np.float16)
+        np.copyto(u.view(np.float32), h, casting="unsafe")
+        mask = work.mask[:n]
+        np.isnan(h, out=mask)
+        if mask.any():
+            u[mask] |= np.uint32(0x00400000)
+        return u
+    if src_dtype == "F64":
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.copyto(u.view(np.float32), raw.view(np.float64), casting="unsafe")
+        return u
+    raise ConvertError(f"cannot convert dtype {src_dtype}")
+
+
+def convert_chunk(src_dtype, dst_dtype, raw, work=None):
+    """Convert raw little-endian bytes of ``src_dtype`` to raw bytes of ``dst_dtype``.
+
+    ``raw`` is a uint8 numpy array; returns a uint8 numpy array (a view into the work
+    buffers when ``work`` is given, so copy it before the next call).
+    """
+    _require_numpy()
+    n = raw.size // ITEMSIZE[src_dtype]
+    if work is None or work.n < n:
+        work = _Work(max(n, 1))
+    if src_dtype == dst_dtype:
+        return raw
+    u = _to_f32_bits(src_dtype, raw, n, work)
+    mask = work.mask[:n]
+    if dst_dtype == "F32":
+        return u.view(np.uint8)  # the widened bits are the answer (src is never F32 here)
+    out = work.out[:n * 2]
+    out16 = out.view(np.uint16)
+    if dst_dtype == "BF16":
+        tmp = work.f32[:n].view(np.uint32)
+        _f32_to_bf16(u, out16, tmp, mask)
+    elif dst_dtype == "F16":
+        _f32_to_f16(u, out16, mask)
+    else:
+        raise ConvertError(f"cannot convert to dtype {dst_dtype}")
+    return out
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _write_all(fd, data):
+    view = memoryview(data).cast("B")
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _pread_into(fd, buf, offset):
+    view = memoryview(buf).cast("B")
+    got = 0
+    while got < len(view):
+        n = os.preadv(fd, [view[got:]], offset + got)
+        if n == 0:
+            raise ConvertError("unexpected end of file while reading tensor data; the source is truncated")
+        got += n
+
+
+def _copy_range(src_fd, out_fd, offset, nbytes, work_buf):
+    """Copy bytes unchanged; in the kernel (copy_file_range) where the filesystem allows."""
+    remaining = nbytes
+    if hasattr(os, "copy_file_range"):
+        try:
+            while remaining:
+                n = os.copy_file_range(src_fd, out_fd, min(remaining, 1 << 30), offset)
+                if n == 0:
+                    raise ConvertError("unexpected end of file while copying tensor data; the source is truncated")
+                offset += n
+                remaining -= n
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL, errno.EBADF):
+                raise
+    while remaining:
+        n = min(remaining, len(work_buf))
+        _pread_into(src_fd, work_buf[:n], offset)
+        _write_all(out_fd, work_buf[:n])
+        offset += n
+        remaining -= n
+
+
+def _emit_tensor(entry, target_fd, fds, work, chunk_elems):
+    t = entry["src"]
+    if t["kind"] == "torch":
+        data = t["tensor"]
+        _write_all(target_fd, data)
+        return
+    fd = fds.get(t["file"])
+    if fd is None:
+        fd = fds[t["file"]] = os.open(t["file"], os.O_RDONLY)
+    if entry["dtype"] == t["dtype"]:
+        _copy_range(fd, target_fd, t["begin"], t["end"] - t["begin"], work.src if work else bytearray(1 << 22))
+        return
+    size = ITEMSIZE[t["dtype"]]
+    offset, remaining = t["begin"], t["numel"]
+    while remaining:
+        n = min(remaining, chunk_elems)
+        raw = work.src[:n * size]
+        _pread_into(fd, raw, offset)
+        _write_all(target_fd, convert_chunk(t["dtype"], entry["dtype"], raw, work))
+        offset += n * size
+        remaining -= n
+
+
+def write_shards(shards, outdir, chunk_bytes=DEFAULT_CHUNK_BYTES, fsync=True):
+    """Write every planned shard into ``outdir``."""
+    needs_numpy = any(e["dtype"] != e["src"]["dtype"] and e["src"]["kind"] != "torch"
+                      for s in shards for e in s["tensors"])
+    work, chunk_elems = None, max(1, chunk_bytes // 4)
+    if needs_numpy:
+        _require_numpy()
+        work = _Work(chunk_elems)
+    fds = {}
+    try:
+        for shard in shards:
+            path = os.path.join(outdir, shard["file"])
+            out_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                _write_all(out_fd, shard["header"])
+                for entry in shard["tensors"]:
+                    _emit_tensor(entry, out_fd, fds, work, chunk_elems)
+                if fsync:
+                    os.fsync(out_fd)
+            finally:
+                os.close(out_fd)
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+
+
+def write_index(shards, outdir):
+    if len(shards) < 2:
+        return None
+    weight_map = {}
+    for s in shards:
+        for e in s["tensors"]:
+            weight_map[e["name"]] = s["file"]
+    index = {"metadata": {"total_size": sum(s["data_bytes"] for s in shards)}, "weight_map": weight_map}
+    _write_json(os.path.join(outdir, INDEX_NAME), index)
+    return INDEX_NAME
+
+
+def _write_json(path, data):
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2)
+        f.write("\n")
+
+
+def set_config_dtype(config, target):
+    """Return a copy of config.json's dict with torch_dtype (and dtype, where used) set."""
+    name = TORCH_DTYPE_NAME[target]
+
+    def fix(d):
+        d = dict(d)
+        d["torch_dtype"] = name
+        if "dtype" in d:
+            d["dtype"] = name
+        for k, v in list(d.items()):
+            if isinstance(v, dict) and ("torch_dtype" in v or "dtype" in v) and k.endswith("_config"):
+                d[k] = fix(v)
+        return d
+
+    return fix(config)
+
+
+def verify_output(outdir, shards, tensors, target):
+    """Re-read what was written: every source tensor present once, same shape, asked dtype."""
+    expected = {t["name"]: t for t in tensors}
+    found = {}
+    for s in shards:
+        path = os.path.join(outdir, s["file"])
+        written, _meta, data_start, size = read_header(path)
+        if size != data_start + s["data_bytes"]:
+            raise ConvertError(f"verification: {path} is {size} bytes, expected {data_start + s['data_bytes']}")
+        for w in written:
+            if w["name"] in found:
+                raise ConvertError("verification: tensor {!r} written twice".format(w["name"]))
+            found[w["name"]] = w
+    missing = sorted(set(expected) - set(found))
+    extra = sorted(set(found) - set(expected))
+    if missing or extra:
+        raise ConvertError(f"verification: missing tensors {missing[:5]}, unexpected tensors {extra[:5]}")
+    for name, t in expected.items():
+        w = found[name]
+        if w["shape"] != t["shape"]:
+            raise ConvertError("verification: {} has shape {}, source {}".format(name, w["shape"], t["shape"]))
+        if w["dtype"] != output_dtype(t["dtype"], target):
+            raise ConvertError("verification: {} is {}, expected {}".format(name, w["dtype"],
+                                                                        output_dtype(t["dtype"], target)))
+    return len(found)
+
+
+# --------------------------------------------------------------------------- pickles (opt-in)
+
+
+def load_pickle_tensors(inventory):  # pragma: no cover - needs torch; tested where torch is installed
+    """Load pickle weights with torch.load(weights_only=True); tensors converted by torch itself."""
+    try:
+        import torch
+    except ImportError as exc:
+        raise ConvertError(f"allow_pickle needs torch on the node to read "
+                           f"{', '.join(inventory['pickle_files'][:3])} ({exc})") from exc
+    tensors, digests, seen = [], {}, {}
+    files = [p for p in inventory["pickle_files"] if not p.endswith(("training_args.bin", "optimizer.pt"))]
+    for rel in files:
+        path = os.path.join(inventory["src"], rel)
+        try:
+            try:
+                state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            except RuntimeError:
+                state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as exc:  # noqa: BLE001  # pylint: disable=broad-except
+            raise ConvertError(f"{path}: torch.load(weights_only=True) refused it ({exc}); it is not a plain "
+                               "state dict (a whole pickled module cannot be served by vLLM)") from exc
+        if not isinstance(state, dict):
+            raise ConvertError(f"{path}: not a state dict of tensors")
+        st = os.stat(path)
+        digests[rel] = f"{st.st_size}:{st.st_mtime_ns}"
+        for name, value in state.items():
+            if not isinstance(value, torch.Tensor):
+                continue
+            if name in seen:
+                raise ConvertError(f"tensor {name!r} is in both {seen[name]} and {rel}")
+            seen[name] = rel
+            dtype = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+                     torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8",
+                     torch.uint8: "U8", torch.bool: "BOOL"}.get(value.dtype)
+            if dtype is None:
+                raise ConvertError(f"{path}: tensor {name!r} has dtype {value.dtype}, not supported")
+            tensors.append({"name": name, "dtype": dtype, "shape": list(value.shape), "numel": value.numel(),
+                            "begin": 0, "end": value.numel() * ITEMSIZE[dtype], "file": path, "kind": "torch",
+                            "value": value})
+    return tensors, digests
+
+
+def _materialise_torch(shards, target):  # pragma: no cover - needs torch
+    import torch
+    tdt = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}[target]
+    for s in shards:
+        for e in s["tensors"]:
+            t = e["src"]
+            value = t["value"]
+            if t["dtype"] in FLOAT_SOURCES:
+                value = value.to(tdt)
+            t["tensor"] = memoryview(value.contiguous().reshape(-1).view(torch.uint8).numpy())
+
+
+# --------------------------------------------------------------------------- directory swap
+
+
+def _rename_exchange(a, b):
+    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE); False where not available."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    rc = fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
+    return rc == 0
+
+
+def _fsync_dir(path):
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _tmp_prefix(dest):
+    return f".{os.path.basename(dest.rstrip(os.sep))}.convert-"
+
+
+def clean_stale_temp(dest):
+    """Remove temporary directories left by runs that were killed (their pid is gone)."""
+    parent = os.path.dirname(os.path.abspath(dest))
+    prefix = _tmp_prefix(dest)
+    removed = []
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return removed
+    for name in names:
+        if not name.startswith(prefix):
+            continue
+        pid = name[len(prefix):].split("-", 1)[0]
+        alive = False
+        if pid.isdigit():
+            try:
+                os.kill(int(pid), 0)
+                alive = int(pid) != os.getpid()
+            except OSError:
+                alive = False
+        if not alive:
+            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+            removed.append(name)
+    return removed
+
+
+def swap_into_place(tmpdir, dest):
+    """Put ``tmpdir`` at ``dest``; the old ``dest`` (if any) is removed only after the swap."""
+    parent = os.path.dirname(os.path.abspath(dest))
+    if os.path.lexists(dest):
+        if _rename_exchange(tmpdir, dest):
+            shutil.rmtree(tmpdir)
+        else:
+            old = tempfile.mkdtemp(prefix=_tmp_prefix(dest) + f"{os.getpid()}-old-", dir=parent)
+            os.rename(dest, os.path.join(old, "x"))
+            os.rename(tmpdir, dest)
+            shutil.rmtree(old)
+    else:
+        os.rename(tmpdir, dest)
+    _fsync_dir(parent)
+
+
+# --------------------------------------------------------------------------- the whole job
+
+
+def convert_model(src, dest, dtype, max_shard_size="5GB", allow_pickle=False, force=False, check_mode=False,
+                  chunk_bytes=DEFAULT_CHUNK_BYTES, fsync=True):
+    """Convert the model at ``src`` into ``dest``; returns a result dict for the module."""
+    started = time.time()
+    if dtype not in TARGET_DTYPES:
+        raise ConvertError("dtype={!r} is not one of {}".format(dtype, ", ".join(TARGET_DTYPES)))
+    target = TARGET_DTYPES[dtype]
+    shard_limit = parse_size(max_shard_size)
+    src = os.path.abspath(src)
+    dest = os.path.abspath(dest)
+    if dest == src or dest.startswith(src + os.sep) or src.startswith(dest + os.sep):
+        raise ConvertError(f"dest={dest} must be outside src={src} (the conversion writes a new directory)")
+    if os.path.lexists(dest) and not os.path.isdir(dest):
+        raise ConvertError(f"dest={dest} exists and is not a directory")
+
+    inv = scan_source(src)
+    config = None
+    if "config.json" in inv["other_files"]:
+        try:
+            with open(os.path.join(src, "config.json"), "r", encoding="utf-8") as f:
+                config = json.load(f)
+        except (OSError, ValueError) as exc:
+            raise ConvertError(f"{src}/config.json is not valid JSON: {exc}") from exc
+    check_not_quantized(src, config)
+
+    if inv["weight_files"]:
+        tensors, digests = load_safetensors_tensors(inv)
+        skipped = inv["skipped"] + inv["pickle_files"]
+    elif inv["pickle_files"]:
+        if not allow_pickle:
+            raise ConvertError(refuse_pickles_message(inv["pickle_files"]))
+        tensors, digests = load_pickle_tensors(inv)
+        skipped = inv["skipped"]
+    else:
+        raise ConvertError(f"src={src} holds no *.safetensors weights")
+    if not tensors:
+        raise ConvertError(f"src={src}: the weight files hold no tensors")
+
+    copied = [f for f in inv["other_files"] if f not in (INDEX_NAME,)]
+    wanted = {"version": MARKER_VERSION, "source": fingerprint(inv, digests, copied), "dtype": dtype,
+              "max_shard_size": shard_limit}
+    shards = plan_shards(tensors, target, shard_limit)
+    src_dtypes, out_dtypes = {}, {}
+    for t in tensors:
+        src_dtypes[t["dtype"]] = src_dtypes.get(t["dtype"], 0) + 1
+        o = output_dtype(t["dtype"], target)
+        out_dtypes[o] = out_dtypes.get(o, 0) + 1
+    result = {
+        "changed": False, "dest": dest, "dtype": dtype, "shards": [s["file"] for s in shards],
+        "tensors": len(tensors), "converted_tensors": sum(1 for t in tensors
+                                                          if output_dtype(t["dtype"], target) != t["dtype"]),
+        "source_dtypes": src_dtypes, "dest_dtypes": out_dtypes,
+        "total_size": sum(s["data_bytes"] for s in shards), "copied_files": copied, "skipped_files": skipped,
+        "source_format": "safetensors" if inv["weight_files"] else "pickle",
+    }
+    old = read_marker(dest)
+    before = {"dtype": old.get("dtype"), "shards": sorted(f for f in old.get("files", {}) if f.endswith(
+        ".safetensors"))} if old else {"state": "absent" if not os.path.exists(dest) else "not a finished conversion"}
+    after = {"dtype": dtype, "shards": result["shards"]}
+    if not force and marker_matches(dest, old, wanted):
+        result["msg"] = f"dest already holds this model in {dtype}"
+        return result
+    result["changed"] = True
+    result["diff"] = {"before": before, "after": after}
+    needed = sum(len(s["header"]) + s["data_bytes"] for s in shards)
+    needed += sum(os.path.getsize(os.path.join(src, f)) for f in copied)
+    parent = os.path.dirname(dest)
+    if check_mode:
+        result["msg"] = f"would write {len(shards)} shard(s), {result['total_size']} bytes of tensors, in {dtype}"
+        return result
+
+    os.makedirs(parent, exist_ok=True)
+    clean_stale_temp(dest)
+    free = shutil.disk_usage(parent).free
+    if free < needed:
+        raise ConvertError(f"{parent} has {free} bytes free; the converted model needs {needed} "
+                           f"({needed / 1e9:.1f} GB). Free space or choose another dest")
+    if result["source_format"] == "pickle":
+        _materialise_torch(shards, target)  # pragma: no cover
+    tmpdir = tempfile.mkdtemp(prefix=_tmp_prefix(dest) + f"{os.getpid()}-", dir=parent)
+    try:
+        write_shards(shards, tmpdir, chunk_bytes=chunk_bytes, fsync=fsync)
+        files = {}
+        index = write_index(shards, tmpdir)
+        for rel in copied:
+            out = os.path.join(tmpdir, rel)
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+            if rel == "config.json" and config is not None:
+                _write_json(out, set_config_dtype(config, target))
+            else:
+                shutil.copy2(os.path.join(src, rel), out)
+        verify_output(tmpdir, shards, tensors, target)
+        for rel in [s["file"] for s in shards] + ([index] if index else []) + copied:
+            files[rel] = os.path.getsize(os.path.join(tmpdir, rel))
+        marker = dict(wanted, files=files, src=src, created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        _write_json(os.path.join(tmpdir, MARKER_NAME), marker)
+        os.chmod(tmpdir, 0o755)
+        if fsync:
+            _fsync_dir(tmpdir)
+        swap_into_place(tmpdir, dest)
+    except BaseException:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        raise
+    result["config_updated"] = config is not None
+    result["seconds"] = round(time.time() - started, 3)
+    result["msg"] = (f"wrote {len(shards)} shard(s), {len(tensors)} tensors ({result['converted_tensors']} "
+                     f"converted) in {dtype}")
+    return result
