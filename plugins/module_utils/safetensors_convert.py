@@ -559,8 +559,8 @@ def verify_output(outdir, shards, tensors, target):
         if w["shape"] != t["shape"]:
             raise ConvertError("verification: {} has shape {}, source {}".format(name, w["shape"], t["shape"]))
         if w["dtype"] != output_dtype(t["dtype"], target):
-            raise ConvertError("verification: {} is {}, expected {}".format(name, w["dtype"],
-                                                                        output_dtype(t["dtype"], target)))
+            expected = output_dtype(t["dtype"], target)
+            raise ConvertError("verification: {} is {}, expected {}".format(name, w["dtype"], expected))
     return len(found)
 
 

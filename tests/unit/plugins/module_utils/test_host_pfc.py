@@ -116,6 +116,6 @@ def test_plan_mlnx_qos_from_samples():
     assert cmds == [["mlnx_qos", "-i", "ens6", "--pfc", "0,0,0,0,1,0,0,0", "--trust", "dscp"]]
     assert before == {"pfc_priorities": [], "trust": "pcp", "dscp_prio": {33: None}}
     cur = host_pfc.parse_mlnx_qos(MLNX_DSCP)
-    cmds, _before, _after = host_pfc.plan_mlnx_qos("eth4", cur, {"pfc_priorities": [3], "trust": "dscp",
-                                                      "dscp_prio": {26: 3, 33: 5}})
+    wanted = {"pfc_priorities": [3], "trust": "dscp", "dscp_prio": {26: 3, 33: 5}}
+    cmds, _before, _after = host_pfc.plan_mlnx_qos("eth4", cur, wanted)
     assert cmds == [["mlnx_qos", "-i", "eth4", "--dscp2prio", "set,33,5"]]

@@ -398,8 +398,8 @@ def test_written_files_load_with_safetensors(tmp_path):
             same = (loaded[name].view(torch.int16) == want.view(torch.int16)) | torch.isnan(want)
             assert bool(same.all()), name
         else:
-            assert loaded[name].dtype == t.dtype and torch.equal(loaded[name].view(torch.uint8),
-                                                                  t.view(torch.uint8))
+            assert loaded[name].dtype == t.dtype
+            assert torch.equal(loaded[name].view(torch.uint8), t.view(torch.uint8))
 
 
 def test_single_shard_is_model_safetensors_without_index(tmp_path):
