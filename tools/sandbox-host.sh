@@ -46,6 +46,11 @@ ensure_docker() {
     apt_install docker.io
   fi
   log "starting dockerd"
+  # A dockerd killed with its session leaves its pid files behind.
+  local f
+  for f in /var/run/docker.pid /var/run/docker/containerd/containerd.pid; do
+    if [[ -f $f ]] && ! kill -0 "$(cat "$f")" 2>/dev/null; then rm -f "$f"; fi
+  done
   mkdir -p /var/log
   nohup /usr/sbin/dockerd >/var/log/ascendai-dockerd.log 2>&1 &
   for _ in $(seq 1 60); do
