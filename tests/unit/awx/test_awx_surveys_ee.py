@@ -1,0 +1,156 @@
+"""AWX as code: survey specs against the roles' argument specs, the job-template data and playbooks, and the
+execution environment built into a context by ``ansible-builder create``."""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+AWX = os.path.join(ROOT, "playbooks", "awx")
+BIN = os.path.dirname(sys.executable)
+
+# AWX survey question types -> the argument-spec types a role variable may have for them.
+SURVEY_TYPES = {"text": {"str", "path"}, "textarea": {"str", "path"}, "password": {"str"}, "integer": {"int"},
+                "float": {"float"}, "multiplechoice": {"str"}, "multiselect": {"list"}}
+QUESTION_KEYS = {"question_name", "question_description", "variable", "type", "required", "default", "min", "max",
+                 "choices", "new_question"}
+STAGES = ["preflight", "install", "deploy", "diagnose", "bench"]
+
+
+def _load(path):
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def _role_options():
+    """variable -> (role, option spec) from every role's meta/argument_specs.yml (entry point main)."""
+    options = {}
+    for path in sorted(glob.glob(os.path.join(ROOT, "roles", "*", "meta", "argument_specs.yml"))):
+        role = path.split(os.sep)[-3]
+        for name, spec in _load(path)["argument_specs"]["main"]["options"].items():
+            options[name] = (role, spec)
+    return options
+
+
+def _surveys():
+    return sorted(glob.glob(os.path.join(AWX, "surveys", "*.yml")))
+
+
+def _questions():
+    return [(os.path.basename(path), q) for path in _surveys() for q in _load(path)["spec"]]
+
+
+def _question_id(item):
+    return f"{item[0]}:{item[1]['variable']}"
+
+
+def test_there_is_a_survey_per_stage_and_some_questions():
+    assert sorted(os.path.basename(p)[:-4] for p in _surveys()) == sorted(STAGES)
+    types = {q["type"] for _unused, q in _questions()}
+    assert {"text", "integer", "float", "multiplechoice", "password"} <= types
+
+
+@pytest.mark.parametrize("item", _questions(), ids=_question_id)
+def test_survey_question_maps_to_a_role_variable_of_the_same_type(item):
+    survey, question = item
+    assert set(question) <= QUESTION_KEYS, set(question) - QUESTION_KEYS
+    for key in ("question_name", "variable", "type", "required"):
+        assert key in question, f"{survey}: {question.get('variable')} lacks {key}"
+    options = _role_options()
+    variable = question["variable"]
+    assert variable in options, f"{survey}: {variable} is no role's input (roles/*/meta/argument_specs.yml)"
+    role, spec = options[variable]
+    spec_type = spec.get("type", "str")
+    assert spec_type in SURVEY_TYPES[question["type"]], \
+        f"{survey}: {variable} is a {question['type']} question but role {role} declares type {spec_type}"
+    if spec.get("no_log"):
+        assert question["type"] == "password", f"{survey}: {variable} is a secret; make it a password question"
+    if question["type"] == "multiplechoice":
+        assert spec.get("choices"), f"{survey}: {variable} has no choices in role {role}"
+        assert question["choices"] and set(question["choices"]) <= {str(c) for c in spec["choices"]}, \
+            f"{survey}: choices {question['choices']} of {variable} are not among role {role}'s {spec['choices']}"
+    if "default" in question:
+        default = question["default"]
+        assert default == spec.get("default"), \
+            f"{survey}: default {default!r} of {variable} differs from role {role}'s {spec.get('default')!r}"
+        if question["type"] == "multiplechoice":
+            assert default in question["choices"]
+        if question["type"] in ("integer", "float"):
+            assert question["min"] <= default <= question["max"]
+        if question["type"] in ("text", "password") and "min" in question:
+            assert question["min"] <= len(default) <= question["max"]
+
+
+def test_no_variable_is_asked_twice_in_one_survey():
+    for path in _surveys():
+        variables = [q["variable"] for q in _load(path)["spec"]]
+        assert len(variables) == len(set(variables)), path
+
+
+def test_job_templates_one_per_stage_with_their_survey():
+    templates = _load(os.path.join(AWX, "job_templates.yml"))["awx_job_templates"]
+    assert [t["stage"] for t in templates] == STAGES
+    for template in templates:
+        assert os.path.isfile(os.path.join(AWX, "surveys", template["survey"] + ".yml")), template["name"]
+        assert template["credential"] in ("machine", "kubernetes")
+        assert template["playbook"].startswith("playbooks/")
+        options = _role_options()
+        for variable in template["extra_vars"]:
+            assert variable in options, f"{template['name']}: extra var {variable} is no role's input"
+    present = [t["stage"] for t in templates if os.path.isfile(os.path.join(ROOT, t["playbook"]))]
+    assert {"preflight", "install", "deploy", "diagnose"} <= set(present)
+
+
+def test_awx_playbooks_pass_the_syntax_check():
+    playbooks = sorted(p for p in glob.glob(os.path.join(AWX, "*.yml")) if not p.endswith("job_templates.yml"))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"), ANSIBLE_NOCOLOR="1")
+    result = subprocess.run([os.path.join(BIN, "ansible-playbook"), "--syntax-check", "-i", "inventories/sandbox",
+                             *playbooks], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for playbook in playbooks:
+        assert f"playbook: {playbook}" in result.stdout
+
+
+def test_collection_requirements_pin_what_the_playbooks_use():
+    reqs = {c["name"]: c for c in _load(os.path.join(ROOT, "collections", "requirements.yml"))["collections"]}
+    for name in ("ansible.posix", "community.general", "community.docker", "kubernetes.core", "awx.awx"):
+        assert reqs[name]["version"].count(".") == 2, f"{name} is not pinned to one release"
+    git = [c for c in reqs.values() if c.get("type") == "git"]
+    assert [c["name"] for c in git] == ["https://github.com/ascendai/ascendai.vllm.git"]
+
+
+def test_collection_ee_metadata_points_at_existing_files():
+    meta = _load(os.path.join(ROOT, "meta", "execution-environment.yml"))
+    for kind in ("python", "system"):
+        assert os.path.isfile(os.path.join(ROOT, "meta", meta["dependencies"][kind]))
+    with open(os.path.join(ROOT, "meta", "ee-requirements.txt"), encoding="utf-8") as handle:
+        lines = [line.split()[0] for line in handle if line.strip() and not line.startswith("#")]
+    assert "kubernetes>=24.2.0" in lines  # kubernetes.core.k8s, for k8s_manifests_apply
+
+
+def test_ansible_builder_creates_the_build_context(tmp_path):
+    context = tmp_path / "context"
+    result = subprocess.run([os.path.join(BIN, "ansible-builder"), "create", "-f", "execution-environment.yml",
+                             "--context", str(context), "--output-filename", "Containerfile"],
+                            cwd=ROOT, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    containerfile = (context / "Containerfile").read_text()
+    definition = _load(os.path.join(ROOT, "execution-environment.yml"))
+    assert definition["version"] == 3
+    assert f'ARG EE_BASE_IMAGE="{definition["images"]["base_image"]["name"]}"' in containerfile
+    assert 'ARG PYCMD="/usr/bin/python3.12"' in containerfile
+    assert "ansible-core>=2.19,<2.20" in containerfile
+    assert "ansible-galaxy collection install $ANSIBLE_GALAXY_CLI_COLLECTION_OPTS -r requirements.yml" in containerfile
+    assert "introspect.py introspect --user-pip=requirements.txt --user-bindep=bindep.txt" in containerfile
+    build = context / "_build"
+    for built, ours in (("requirements.txt", "ee-requirements.txt"), ("bindep.txt", "ee-bindep.txt")):
+        with open(os.path.join(ROOT, "meta", ours), encoding="utf-8") as handle:
+            assert (build / built).read_text() == handle.read(), built
+    galaxy = yaml.safe_load((build / "requirements.yml").read_text())
+    assert {c["name"] for c in galaxy["collections"]} >= {"kubernetes.core", "awx.awx"}

