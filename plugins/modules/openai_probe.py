@@ -1,0 +1,397 @@
+# Copyright: ascendai.vllm contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: openai_probe
+short_description: Probe an OpenAI-compatible server (vLLM) with streaming requests, or check its health
+version_added: 0.1.0
+description:
+  - In O(mode=bench), sends O(requests) streaming requests to C(/v1/completions) (or C(/v1/chat/completions)
+    with O(chat=true)), at most O(concurrency) at a time, and reports per request and aggregated the time to
+    first token, tokens per second, end-to-end latency, time per output token and the errors (kind, HTTP status,
+    body snippet).
+  - "The server-sent events are read as vLLM writes them, one C(data: {json}) line per chunk, the usage in a last
+    chunk with no choices (asked for with C(stream_options.include_usage)), then C(data: [DONE])."
+  - Output tokens come from that usage when the server sends it (RV(token_source=usage)), otherwise every chunk
+    with choices counts as one token (RV(token_source=chunks)).
+  - Time to first token is measured as C(vllm bench serve) does, at the first chunk that carries choices.
+  - Compares the results with the SLO thresholds O(slo_ttft_ms), O(slo_tokens_per_s) and O(slo_max_error_rate)
+    and returns RV(slo_ok) and RV(violations); with O(fail_on_slo=true) a violation fails the task.
+  - In O(mode=health), checks that C(GET /health) answers 200, that C(GET /v1/models) lists O(model), and that one
+    real completion of O(prompt) returns non-empty text; the task fails and RV(failures) says what failed.
+  - Changes nothing. It runs in check mode too (it only sends requests), so a health gate or a benchmark also
+    measures in C(--check) runs.
+options:
+  mode:
+    description:
+      - V(bench) measures; V(health) runs the health checks.
+    type: str
+    choices: [bench, health]
+    default: bench
+  base_url:
+    description:
+      - Root URL of the server, for example V(http://127.0.0.1:8000). A trailing C(/v1) is accepted and dropped.
+    type: str
+    required: true
+  model:
+    description:
+      - The served model name to ask for.
+      - When not set, the first model listed by C(/v1/models) is used in O(mode=health); O(mode=bench) needs it.
+    type: str
+  prompt:
+    description: The prompt (or, with O(chat=true), the user message).
+    type: str
+    default: The capital of France is
+  max_tokens:
+    description: Tokens to generate per request.
+    type: int
+    default: 64
+  requests:
+    description: Number of requests to send in O(mode=bench).
+    type: int
+    default: 10
+  concurrency:
+    description: Requests in flight at the same time.
+    type: int
+    default: 1
+  timeout:
+    description:
+      - Seconds one request may take, from sending it to the end of its stream; also the socket timeout.
+    type: float
+    default: 60
+  api_key:
+    description: "Sent as C(Authorization: Bearer ...) when set."
+    type: str
+  chat:
+    description: Use C(/v1/chat/completions) with one user message instead of C(/v1/completions).
+    type: bool
+    default: false
+  include_usage:
+    description: Ask for the token usage in the last chunk (C(stream_options.include_usage)).
+    type: bool
+    default: true
+  extra_body:
+    description:
+      - "Further fields merged into every request body, for example C({ignore_eos: true, temperature: 0})."
+    type: dict
+    default: {}
+  validate_certs:
+    description: Verify the server's TLS certificate for V(https://) URLs.
+    type: bool
+    default: true
+  ca_path:
+    description: CA bundle to verify the server's certificate with.
+    type: path
+  slo_ttft_ms:
+    description: Highest acceptable time to first token in milliseconds (the O(slo_ttft_stat) statistic).
+    type: float
+  slo_ttft_stat:
+    description: Which time-to-first-token statistic O(slo_ttft_ms) limits.
+    type: str
+    choices: [mean, p50, p90, p99, max]
+    default: p90
+  slo_tokens_per_s:
+    description:
+      - Lowest acceptable output throughput, all output tokens divided by the wall time of the run
+        (RV(output_tokens_per_s)), comparable to the C(output_throughput) of C(vllm bench serve).
+    type: float
+  slo_max_error_rate:
+    description: Highest acceptable share of failed requests (0 to 1).
+    type: float
+    default: 0.0
+  fail_on_slo:
+    description: Fail the task when an SLO is violated (the results are returned with the failure).
+    type: bool
+    default: false
+  return_requests:
+    description: Return the measurements of every request in RV(per_request).
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: Read-only; it sends its requests in check mode too.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+notes:
+  - The module runs on the target node; point O(base_url) at an address the node can reach (for the service on
+    the same node V(http://127.0.0.1:PORT)).
+  - In O(mode=bench) the task fails only when no request succeeded, or with O(fail_on_slo=true) on a violation.
+  - Standard library only (C(http.client), threads); no C(openai) or C(aiohttp) is needed on the node.
+seealso:
+  - plugin: ascendai.vllm.bench_report
+    plugin_type: filter
+author:
+  - ascendai.vllm contributors (@ascendai)
+"""
+
+EXAMPLES = r"""
+- name: Wait until the service answers a real completion
+  ascendai.vllm.openai_probe:
+    mode: health
+    base_url: http://127.0.0.1:8000
+    model: deepseek
+    api_key: "{{ vllm_service_api_key }}"
+  register: vllm_health
+  until: vllm_health is succeeded
+  retries: 60
+  delay: 10
+
+- name: 50 streaming requests, 8 at a time, against the guide's SLOs
+  ascendai.vllm.openai_probe:
+    base_url: http://127.0.0.1:8000
+    model: deepseek
+    requests: 50
+    concurrency: 8
+    max_tokens: 128
+    extra_body:
+      ignore_eos: true
+    slo_ttft_ms: 350
+    slo_tokens_per_s: 1200
+    fail_on_slo: true
+  register: probe
+
+- name: Show the time to first token
+  ansible.builtin.debug:
+    msg: "TTFT p50 {{ probe.ttft_ms.p50 }} ms, {{ probe.output_tokens_per_s }} tokens/s"
+"""
+
+RETURN = r"""
+mode:
+  description: The mode that ran.
+  returned: always
+  type: str
+  sample: bench
+model:
+  description: The model name asked for.
+  returned: always
+  type: str
+  sample: deepseek
+endpoint:
+  description: The URL path the requests went to, after O(base_url).
+  returned: always
+  type: str
+  sample: /v1/completions
+requests:
+  description: Requests sent.
+  returned: O(mode=bench)
+  type: int
+  sample: 50
+succeeded:
+  description: "Requests whose stream ended with C(data: [DONE]) after at least one token."
+  returned: O(mode=bench)
+  type: int
+  sample: 50
+failed_requests:
+  description: Requests that failed (see RV(errors)).
+  returned: O(mode=bench)
+  type: int
+  sample: 0
+error_rate:
+  description: RV(failed_requests) / RV(requests).
+  returned: O(mode=bench)
+  type: float
+  sample: 0.0
+errors_by_kind:
+  description:
+    - Failed requests per kind, C(http) (status not 200), C(connection), C(timeout), C(tls), C(protocol)
+      (malformed SSE or JSON), C(stream) (an error object in the stream), C(incomplete) (no C([DONE])),
+      C(empty) (no token).
+  returned: O(mode=bench)
+  type: dict
+  sample: {http: 2}
+errors:
+  description: The first 20 failed requests with C(index), C(kind), C(status), C(message) and C(body) (a snippet).
+  returned: O(mode=bench)
+  type: list
+  elements: dict
+  sample:
+    - index: 3
+      kind: http
+      status: 500
+      message: "HTTP 500 Internal Server Error: {\"error\": ...}"
+      body: "{\"error\": ...}"
+duration_s:
+  description: Wall time of the whole run in seconds.
+  returned: O(mode=bench)
+  type: float
+  sample: 12.5
+output_tokens:
+  description: Output tokens of the successful requests.
+  returned: O(mode=bench)
+  type: int
+  sample: 6400
+token_source:
+  description: Where the token counts come from, C(usage), C(chunks) or C(mixed).
+  returned: O(mode=bench)
+  type: str
+  sample: usage
+output_tokens_per_s:
+  description: RV(output_tokens) / RV(duration_s), the run's output throughput.
+  returned: O(mode=bench)
+  type: float
+  sample: 512.0
+request_throughput:
+  description: Successful requests per second.
+  returned: O(mode=bench)
+  type: float
+  sample: 4.0
+ttft_ms:
+  description: Time to first token in ms over the successful requests (C(mean), C(p50), C(p90), C(p99), C(min),
+    C(max), C(count)).
+  returned: O(mode=bench)
+  type: dict
+  sample: {mean: 120.4, p50: 118.0, p90: 150.2, p99: 170.9, min: 101.0, max: 171.3, count: 50}
+e2e_ms:
+  description:
+    - End-to-end latency in ms, from sending the request to its last token chunk (as C(vllm bench serve) counts);
+      same statistics.
+  returned: O(mode=bench)
+  type: dict
+tpot_ms:
+  description: Time per output token after the first, in ms; same statistics.
+  returned: O(mode=bench)
+  type: dict
+tokens_per_s:
+  description: Per-request output tokens / end-to-end time; same statistics.
+  returned: O(mode=bench)
+  type: dict
+per_request:
+  description:
+    - One entry per request with C(index), C(ok), C(status), C(ttft_ms), C(e2e_ms), C(tpot_ms),
+      C(output_tokens), C(token_source), C(chunks), C(tokens_per_s), C(finish_reason), C(text) (first 200
+      characters), C(error_kind), C(error), C(body).
+  returned: O(mode=bench) and O(return_requests=true)
+  type: list
+  elements: dict
+slo:
+  description: The thresholds compared (null when not set).
+  returned: O(mode=bench)
+  type: dict
+  sample: {ttft_ms: 350.0, ttft_stat: p90, tokens_per_s: 1200.0, max_error_rate: 0.0}
+slo_ok:
+  description: True when no SLO is violated.
+  returned: O(mode=bench)
+  type: bool
+violations:
+  description: The violated SLOs, each with C(slo), C(limit), C(measured) and C(message).
+  returned: O(mode=bench)
+  type: list
+  elements: dict
+  sample:
+    - slo: ttft_ms
+      limit: 350.0
+      measured: 512.3
+      message: time to first token p90 512.3 ms > 350 ms
+healthy:
+  description: True when all three health checks passed.
+  returned: O(mode=health)
+  type: bool
+failures:
+  description: What failed in O(mode=health), one line each.
+  returned: O(mode=health)
+  type: list
+  elements: str
+  sample: ["GET /v1/models lists ['other'], not the served name 'deepseek'"]
+served_models:
+  description: Model ids listed by C(/v1/models).
+  returned: O(mode=health)
+  type: list
+  elements: str
+  sample: [deepseek]
+checks:
+  description: Details of the C(health), C(models) and C(completion) checks (status, error, completion text).
+  returned: O(mode=health)
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascendai.vllm.plugins.module_utils.openai_probe import (
+    Endpoint,
+    build_payload,
+    evaluate_slo,
+    health_check,
+    run_probe,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "mode": {"type": "str", "choices": ["bench", "health"], "default": "bench"},
+            "base_url": {"type": "str", "required": True},
+            "model": {"type": "str"},
+            "prompt": {"type": "str", "default": "The capital of France is"},
+            "max_tokens": {"type": "int", "default": 64, "no_log": False},
+            "requests": {"type": "int", "default": 10},
+            "concurrency": {"type": "int", "default": 1},
+            "timeout": {"type": "float", "default": 60},
+            "api_key": {"type": "str", "no_log": True},
+            "chat": {"type": "bool", "default": False},
+            "include_usage": {"type": "bool", "default": True},
+            "extra_body": {"type": "dict", "default": {}},
+            "validate_certs": {"type": "bool", "default": True},
+            "ca_path": {"type": "path"},
+            "slo_ttft_ms": {"type": "float"},
+            "slo_ttft_stat": {"type": "str", "choices": ["mean", "p50", "p90", "p99", "max"], "default": "p90"},
+            "slo_tokens_per_s": {"type": "float", "no_log": False},
+            "slo_max_error_rate": {"type": "float", "default": 0.0},
+            "fail_on_slo": {"type": "bool", "default": False},
+            "return_requests": {"type": "bool", "default": True},
+        },
+        required_if=[("mode", "bench", ("model",))],
+        supports_check_mode=True,
+    )
+    p = module.params
+    for name in ("max_tokens", "requests", "concurrency"):
+        if p[name] < 1:
+            module.fail_json(msg=f"{name}={p[name]}: must be at least 1")
+    if p["timeout"] <= 0:
+        module.fail_json(msg=f"timeout={p['timeout']}: must be more than 0 seconds")
+    if not 0.0 <= p["slo_max_error_rate"] <= 1.0:
+        module.fail_json(msg=f"slo_max_error_rate={p['slo_max_error_rate']}: must be between 0 and 1")
+    try:
+        endpoint = Endpoint(p["base_url"], api_key=p["api_key"], timeout=p["timeout"],
+                            validate_certs=p["validate_certs"], ca_path=p["ca_path"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    path = "/v1/chat/completions" if p["chat"] else "/v1/completions"
+
+    if p["mode"] == "health":
+        res = health_check(endpoint, model=p["model"], prompt=p["prompt"], max_tokens=p["max_tokens"],
+                           chat=p["chat"], extra_body=p["extra_body"])
+        result = dict(changed=False, mode="health", model=res["model"], endpoint=path, healthy=res["ok"],
+                      failures=res["failures"], served_models=res["served_models"], checks=res["checks"])
+        if not res["ok"]:
+            module.fail_json(msg="vLLM health gate at {}: {}".format(p["base_url"], "; ".join(res["failures"])),
+                             **result)
+        module.exit_json(**result)
+
+    payload = build_payload(p["model"], p["prompt"], p["max_tokens"], chat=p["chat"],
+                            include_usage=p["include_usage"], extra_body=p["extra_body"])
+    per_request, summary = run_probe(endpoint, payload, requests=p["requests"], concurrency=p["concurrency"],
+                                     chat=p["chat"])
+    slo_ok, violations = evaluate_slo(summary, slo_ttft_ms=p["slo_ttft_ms"], slo_tokens_per_s=p["slo_tokens_per_s"],
+                                      ttft_stat=p["slo_ttft_stat"], max_error_rate=p["slo_max_error_rate"])
+    result = dict(changed=False, mode="bench", model=p["model"], endpoint=path, slo_ok=slo_ok, violations=violations,
+                  slo={"ttft_ms": p["slo_ttft_ms"], "ttft_stat": p["slo_ttft_stat"],
+                       "tokens_per_s": p["slo_tokens_per_s"], "max_error_rate": p["slo_max_error_rate"]},
+                  **summary)
+    if p["return_requests"]:
+        result["per_request"] = per_request
+    if summary["succeeded"] == 0:
+        first = summary["errors"][0]
+        module.fail_json(msg="all {} requests to {}{} failed; first: {}".format(
+            summary["requests"], p["base_url"], path, first["message"]), **result)
+    if p["fail_on_slo"] and not slo_ok:
+        module.fail_json(msg="SLO violated: " + "; ".join(v["message"] for v in violations), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
