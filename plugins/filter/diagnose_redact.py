@@ -1,0 +1,59 @@
+# Copyright (c) ascendai.vllm contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: diagnose_redact
+short_description: Remove secrets from configuration or log text before it leaves the node
+version_added: 0.1.0
+description:
+  - "Replaces with C(<redacted>) the values of keys and options named like a token, a password, an API key, a
+    secret or a credential (C(KEY=value), C(key: value), C(--api-key value)), bearer tokens, Hugging Face tokens
+    (C(hf_...)) and passwords in URLs."
+  - Keys merely containing such a word, like C(tokenizer) or C(max_num_batched_tokens), are kept.
+options:
+  _input:
+    description: The text.
+    type: string
+    required: true
+seealso:
+  - ref: ascendai.vllm.diagnose_match filter
+    description: Names the known failures in gathered texts.
+author:
+  - ascendai.vllm contributors (@ascendai)
+"""
+
+EXAMPLES = r"""
+- name: Keep the service's environment file without its secrets
+  ansible.builtin.copy:
+    content: "{{ env_file.content | b64decode | ascendai.vllm.diagnose_redact }}"
+    dest: /tmp/bundle/vllm.env
+    mode: "0600"
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+_value:
+  description: The text with the secret values replaced by C(<redacted>).
+  type: str
+"""
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.ascendai.vllm.plugins.module_utils.diagnose import DiagnoseError, redact
+
+
+def diagnose_redact(text):
+    """Remove secrets from text."""
+    try:
+        return redact(text)
+    except DiagnoseError as exc:
+        raise AnsibleFilterError(
+            f"diagnose_redact: the input must be text (a string, e.g. the decoded content of a file), got "
+            f"{type(text).__name__}: {exc}"
+        ) from exc
+
+
+class FilterModule:
+    def filters(self):
+        return {"diagnose_redact": diagnose_redact}
