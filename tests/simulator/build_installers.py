@@ -144,9 +144,41 @@ def filename(kind, version, arch):
     }[kind]
 
 
+def version_files(meta):
+    """The version file(s) of the extracted package (``--noexec --extract=DIR``), at the place a real package has
+    them: ``driver/version.info``, ``firmware/version.info`` (the same text the install leaves under
+    /usr/local/Ascend); the CANN packages a ``version.info`` at the top (simulator choice: no capture of an
+    extracted CANN package exists), holding the version, innerversion and ``compatible_version``."""
+    kind = meta["kind"]
+    if kind == "driver":
+        pairs = [("Version", meta["version"]), ("ascendhal_version", "7.35.23"), ("aicpu_version", "1.0"),
+                 ("tdt_version", "1.0"), ("log_version", "1.0"), ("prof_version", "2.0"),
+                 ("dvppkernels_version", "1.1"), ("tsfw_version", "1.0"), ("Innerversion", meta["innerversion"]),
+                 ("compatible_version", meta["compatible_version"]),
+                 ("compatible_version_fw", meta["compatible_version_fw"]), ("package_version", meta["version"])]
+        return {"driver/version.info": pairs}
+    if kind == "firmware":
+        return {"firmware/version.info": [("Version", meta["version"]), ("firmware_version", "1.0"),
+                                          ("package_version", meta["package_version"]),
+                                          ("compatible_version_drv", meta["compatible_version_drv"])]}
+    names = {"toolkit": "Ascend-cann-toolkit", "kernels": "Ascend-cann-kernels-910b", "nnal": "Ascend-cann-nnal"}
+    return {"version.info": [("package_name", names[kind]), ("Version", meta["version"]),
+                             ("innerversion", meta["innerversion"]),
+                             ("compatible_version", meta["compatible_version"]), ("arch", meta["arch"]),
+                             ("os", "linux")]}
+
+
+def _add(tar, name, data, mode=0o644):
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.mtime = len(data), mode, 0
+    tar.addfile(info, io.BytesIO(data))
+
+
 def _payload(meta):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, pairs in sorted(version_files(meta).items()):
+            _add(tar, name, "".join("%s=%s\n" % pair for pair in pairs).encode())
         pkg = os.path.join(HERE, "atlas_sim")
         for name in sorted(os.listdir(pkg)):
             if name.endswith(".py"):

@@ -239,3 +239,20 @@ def test_installer_fails_midway_once(node, packages, kind):
     else:
         assert not node.exists("/usr/local/Ascend/ascend-toolkit/latest")
     assert run_pkg(node, pkgs[kind], *args).returncode == 0   # the fault fires once
+
+
+@pytest.mark.parametrize("kind,rel,expected", [
+    ("driver", "driver/version.info", {"Version": "25.2.0", "Innerversion": "V100R001C23SPC001B211",
+                                       "compatible_version_fw": "[7.0.0,7.7.99]"}),
+    ("firmware", "firmware/version.info", {"Version": "7.7.0.1.231", "package_version": "25.2.0",
+                                           "compatible_version_drv": "[24.1.rc1,24.1.rc3.],[24.1.0,24.1.0.],"
+                                                                     "[25.0.rc1,25.2.0.]"}),
+    ("toolkit", "version.info", {"Version": "8.3.RC2", "innerversion": "V100R001C23SPC002B210"}),
+])
+def test_extract_mirrors_the_real_layout(node, packages, tmp_path, kind, rel, expected):
+    dest = tmp_path / ("x-" + kind)
+    result = run_pkg(node, packages["n+1"][kind], "--noexec", "--extract=%s" % dest)
+    assert result.returncode == 0, result.stdout
+    info = dict(line.split("=", 1) for line in (dest / rel).read_text().splitlines())
+    assert {k: info[k] for k in expected} == expected
+    assert not node.exists("/usr/local/Ascend")

@@ -1,0 +1,43 @@
+"""Exercise the sandbox endpoint as a user would, with the real openai client, and read /metrics.
+
+Usage: openai_check.py BASE_URL MODEL   (BASE_URL without /v1)
+Exits non-zero, with the reason, on anything unexpected.
+"""
+
+import sys
+import urllib.request
+
+import openai
+
+
+def main(base, model):
+    client = openai.OpenAI(base_url=base + "/v1", api_key="EMPTY", timeout=120)
+    ids = [m.id for m in client.models.list().data]
+    assert model in ids, "models lists %r, not %r" % (ids, model)
+    print("models:", ids)
+
+    done = client.completions.create(model=model, prompt="The capital of France is", max_tokens=12, temperature=0)
+    assert done.usage.completion_tokens > 0, done
+    print("completion:", repr(done.choices[0].text))
+
+    chat = client.chat.completions.create(model=model, messages=[{"role": "user", "content": "Hello!"}],
+                                          max_tokens=12, temperature=0)
+    assert chat.usage.completion_tokens > 0, chat
+    print("chat:", repr(chat.choices[0].message.content))
+
+    pieces = []
+    for chunk in client.completions.create(model=model, prompt="Once upon a time", max_tokens=12, stream=True):
+        if chunk.choices:
+            pieces.append(chunk.choices[0].text)
+    assert len(pieces) > 1, "streaming gave %d chunks" % len(pieces)
+    print("stream: %d chunks %r" % (len(pieces), "".join(pieces)))
+
+    metrics = urllib.request.urlopen(base + "/metrics", timeout=30).read().decode()
+    tokens = [line for line in metrics.splitlines()
+              if line.startswith("vllm:generation_tokens_total") and not line.startswith("#")]
+    assert tokens and float(tokens[0].rsplit(" ", 1)[1]) > 0, "no generated tokens in /metrics"
+    print("metrics:", tokens[0])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1].rstrip("/"), sys.argv[2])

@@ -1,0 +1,102 @@
+# Copyright: ascendai.vllm contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: model_config_check
+short_description: Check a model's config.json for vLLM (architecture, attention dimensions, tensor parallelism)
+version_added: 0.1.0
+author:
+  - ascendai.vllm contributors (@ascendai)
+description:
+  - Reads a Hugging Face C(config.json) and lists every inconsistency vLLM would trip over, each message naming
+    the key, its value and the fix, before minutes are spent loading weights.
+  - C(architectures) must be a non-empty list and, when O(supported_architectures) is given (ask the installed
+    vLLM through C(ModelRegistry.get_supported_archs)), hold at least one of them.
+  - Without C(head_dim), C(hidden_size) must be divisible by C(num_attention_heads); the head size must be one
+    vLLM's attention supports (O(head_dims)).
+  - C(num_attention_heads) must be divisible by C(num_key_value_heads) (grouped-query attention) and by
+    O(tensor_parallel_size); the KV heads must split evenly over the ranks, or the ranks over the KV heads.
+  - DeepSeek-V2/V3 multi-head latent attention (C(kv_lora_rank)) is recognised; its head size is
+    C(qk_nope_head_dim + qk_rope_head_dim). Multimodal configs are read from C(text_config).
+  - Returns a summary with C(problems); it does not fail on them, so that a play can report all at once.
+options:
+  _input:
+    description: The model's C(config.json), as a mapping or a JSON string.
+    type: raw
+    required: true
+  tensor_parallel_size:
+    description: NPUs one model instance is split over.
+    type: int
+    default: 1
+  supported_architectures:
+    description: Architecture class names the installed vLLM supports; omitted, the architecture is not checked.
+    type: list
+    elements: str
+  head_dims:
+    description: Head sizes the attention backend accepts.
+    type: list
+    elements: int
+    default: [32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512]
+"""
+
+EXAMPLES = r"""
+- name: Check the model against a TP=4 deployment
+  ansible.builtin.assert:
+    that: _check.ok
+    fail_msg: "{{ _check.problems | join('; ') }}"
+  vars:
+    _check: "{{ _config_slurp.content | b64decode | ascendai.vllm.model_config_check(tensor_parallel_size=4) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: The summary.
+  type: dict
+  contains:
+    ok: {description: No problem found., type: bool}
+    problems: {description: One message per problem (key, value, fix)., type: list, elements: str}
+    architecture: {description: The first architecture (the first supported one when the list is given)., type: str}
+    architectures: {description: C(architectures) of the config., type: list, elements: str}
+    model_type: {description: C(model_type) of the config., type: str}
+    head_dim: {description: Attention head size., type: int}
+    attention: {description: C(mha), C(gqa), C(mqa) or C(mla)., type: str}
+    num_attention_heads: {description: Query heads., type: int}
+    num_key_value_heads: {description: Key/value heads (none for MLA)., type: int}
+    hidden_size: {description: Hidden size., type: int}
+    num_hidden_layers: {description: Layers., type: int}
+    vocab_size: {description: Vocabulary size., type: int}
+    torch_dtype: {description: The checkpoint's C(torch_dtype)., type: str}
+    quantization: {description: C(quantization_config.quant_method), if any., type: str}
+    tensor_parallel_size: {description: The tensor-parallel size checked against., type: int}
+"""
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.ascendai.vllm.plugins.module_utils.model_config import ConfigError, check_model_config
+
+
+def model_config_check(config_json, tensor_parallel_size=1, supported_architectures=None, head_dims=None):
+    """See DOCUMENTATION."""
+    try:
+        tp = int(tensor_parallel_size)
+    except (TypeError, ValueError):
+        raise AnsibleFilterError(f"model_config_check: tensor_parallel_size={tensor_parallel_size!r} is not an "
+                                 "integer; pass the number of NPUs one instance uses, e.g. 4") from None
+    if supported_architectures is not None and (isinstance(supported_architectures, str)
+                                                or not isinstance(supported_architectures, (list, tuple, set))):
+        raise AnsibleFilterError(f"model_config_check: supported_architectures={supported_architectures!r} must be "
+                                 "a list of class names (parse vLLM's output with from_json)")
+    try:
+        return check_model_config(config_json, tensor_parallel_size=tp,
+                                  supported_architectures=supported_architectures,
+                                  head_dims=[int(d) for d in head_dims] if head_dims is not None else None)
+    except ConfigError as exc:
+        raise AnsibleFilterError(f"model_config_check: {exc}") from exc
+
+
+class FilterModule:
+    """ascendai.vllm.model_config_check"""
+
+    def filters(self):
+        return {"model_config_check": model_config_check}

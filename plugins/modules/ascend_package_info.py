@@ -1,0 +1,246 @@
+# Copyright: ascendai.vllm contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: ascend_package_info
+short_description: Read an Ascend .run package and the installed version, and say what installing it would do
+version_added: 0.1.0
+description:
+  - Reads the version of an installed Ascend driver, firmware, CANN toolkit, kernels (ops) or NNAL package from
+    the file it leaves on the node (C(driver/version.info), C(firmware/version.info),
+    C(ascend-toolkit/latest/<arch>-linux/ascend_toolkit_install.info), C(ascend-toolkit/latest/opp_kernel/version.info),
+    C(nnal/atb/latest/version.info)).
+  - With O(package), runs the package's own integrity check (C(--check)), extracts it into a temporary directory
+    (C(--noexec --extract=DIR)) and reads its C(version.info), which holds the version and the compatibility
+    ranges (C(compatible_version_fw), C(compatible_version_drv), C(compatible_version)). The temporary
+    directory is removed.
+  - Compares the two versions (C(24.1.rc3) < C(24.1.0) < C(25.2.0); C(8.2.RC1) < C(8.2.0)) and returns the
+    O(ignore:action) - V(full) when nothing is installed, V(upgrade) when the installed one is older, V(none) when
+    equal, V(downgrade) when newer and O(allow_downgrade=true), V(refuse) when newer otherwise.
+  - Changes nothing on the node; it runs in check mode too. In check mode a O(package) that is not on the node
+    yet (it would have been copied there) is skipped and O(version) is used.
+options:
+  kind:
+    description: Which package.
+    type: str
+    required: true
+    choices: [driver, firmware, toolkit, kernels, nnal]
+  package:
+    description:
+      - Path of the C(.run) package on the node. Without it only the installed version is read and
+        O(version) is the wanted one.
+    type: path
+  version:
+    description:
+      - The wanted version. With O(package) the package must carry this version, else the module fails.
+    type: str
+  install_path:
+    description: Install path of the Ascend packages.
+    type: path
+    default: /usr/local/Ascend
+  arch:
+    description:
+      - CPU architecture in the CANN paths (C(aarch64-linux), C(x86_64-linux)); default the node's.
+    type: str
+  allow_downgrade:
+    description: Return V(downgrade) instead of V(refuse) when the installed version is newer.
+    type: bool
+    default: false
+  integrity_check:
+    description: Run the package's C(--check) before extracting it.
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+notes:
+  - Runs the package with C(bash), so the file needs no execute bit.
+seealso:
+  - plugin: ascendai.vllm.ascend_version_compare
+    plugin_type: filter
+  - plugin: ascendai.vllm.ascend_version_in_ranges
+    plugin_type: filter
+author:
+  - ascendai.vllm contributors (@ascendai)
+"""
+
+EXAMPLES = r"""
+- name: Read the driver package and the installed driver
+  ascendai.vllm.ascend_package_info:
+    kind: driver
+    package: /var/cache/ascendai/huawei/Ascend-hdk-910b-npu-driver_25.2.0_linux-aarch64.run
+    version: 25.2.0
+  register: driver
+
+- name: Install or upgrade it
+  ansible.builtin.command:
+    argv: [bash, "{{ driver.package.file }}", --nox11, --quiet, "--{{ driver.action }}"]
+  when: driver.action in ['full', 'upgrade']
+  changed_when: true
+
+- name: Only the installed CANN toolkit and what installing 8.3.RC2 would do
+  ascendai.vllm.ascend_package_info:
+    kind: toolkit
+    version: 8.3.RC2
+"""
+
+RETURN = r"""
+kind:
+  description: The O(kind) read.
+  returned: always
+  type: str
+installed:
+  description: The installed package; C(version) null when none is installed.
+  returned: always
+  type: dict
+  contains:
+    version:
+      description: Installed version.
+      type: str
+      sample: 24.1.rc3
+    file:
+      description: The file the version was read from.
+      type: str
+      sample: /usr/local/Ascend/driver/version.info
+    info:
+      description: All C(key=value) pairs of that file.
+      type: dict
+package:
+  description: The package read with O(package); null without O(package) (or in check mode before it is copied).
+  returned: always
+  type: dict
+  contains:
+    file:
+      description: The package path.
+      type: str
+    version:
+      description: Version from the extracted C(version.info).
+      type: str
+      sample: 25.2.0
+    info:
+      description: All C(key=value) pairs of the extracted C(version.info).
+      type: dict
+      sample: {Version: 25.2.0, compatible_version_fw: "[7.0.0,7.7.99]", Innerversion: V100R001C23SPC001B211}
+    check:
+      description: Last line printed by the package's C(--check).
+      type: str
+      sample: Verifying archive integrity...  100%   SHA256 checksums are OK. All good.
+wanted:
+  description: The wanted version (the package's, else O(version)); null when neither is known.
+  returned: always
+  type: str
+action:
+  description: V(full), V(upgrade), V(none), V(downgrade) or V(refuse); null when the wanted version is unknown.
+  returned: always
+  type: str
+  sample: upgrade
+"""
+
+import os
+import platform
+import shutil
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascendai.vllm.plugins.module_utils.ascend_packages import (
+    AscendVersionError,
+    compare_versions,
+    info_version,
+    installed_files,
+    package_info_file,
+    parse_kv,
+    plan_action,
+)
+
+
+def read_text(path):
+    with open(path) as handle:
+        return handle.read()
+
+
+def read_installed(kind, install_path, arch):
+    for candidate in installed_files(kind, install_path, arch):
+        if os.path.isfile(candidate):
+            info = parse_kv(read_text(candidate))
+            return {"version": info_version(info), "file": candidate, "info": info}
+    return {"version": None, "file": None, "info": {}}
+
+
+def read_package(module, kind, package):
+    bash = module.get_bin_path("bash", required=True)
+    check_line = None
+    if module.params["integrity_check"]:
+        rc, out, err = module.run_command([bash, package, "--check"])
+        lines = [line for line in (out + err).splitlines() if line.strip()]
+        if rc != 0:
+            module.fail_json(msg=f"{package} failed its own integrity check (--check, rc {rc}): "
+                                 f"{' '.join(lines[-3:]) or 'no output'}. The file is damaged or incomplete: "
+                                 f"fetch it again and compare its sha256 with the bundle's MANIFEST.sha256.",
+                             rc=rc, stdout=out, stderr=err)
+        check_line = lines[-1] if lines else ""
+    tmp = tempfile.mkdtemp(prefix="ascendai-extract-")
+    try:
+        rc, out, err = module.run_command([bash, package, "--noexec", f"--extract={tmp}"])
+        if rc != 0:
+            module.fail_json(msg=f"{package}: --noexec --extract failed (rc {rc}): {(out + err).strip()[-400:]}",
+                             rc=rc, stdout=out, stderr=err)
+        for rel in package_info_file(kind):
+            candidate = os.path.join(tmp, rel)
+            if os.path.isfile(candidate):
+                info = parse_kv(read_text(candidate))
+                return {"file": package, "version": info_version(info), "info": info, "check": check_line,
+                        "info_file": rel}
+        module.fail_json(msg=f"{package}: no {' or '.join(package_info_file(kind))} in the extracted package; "
+                             f"is it a {kind} package?")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "kind": {"type": "str", "required": True, "choices": ["driver", "firmware", "toolkit", "kernels", "nnal"]},
+            "package": {"type": "path"},
+            "version": {"type": "str"},
+            "install_path": {"type": "path", "default": "/usr/local/Ascend"},
+            "arch": {"type": "str"},
+            "allow_downgrade": {"type": "bool", "default": False},
+            "integrity_check": {"type": "bool", "default": True},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    kind = params["kind"]
+    arch = params["arch"] or platform.machine()
+    installed = read_installed(kind, params["install_path"], arch)
+
+    package = None
+    if params["package"]:
+        if os.path.isfile(params["package"]):
+            package = read_package(module, kind, params["package"])
+        elif not module.check_mode:
+            module.fail_json(msg=f"package {params['package']} does not exist on the node")
+        if package is not None and not package["version"]:
+            module.fail_json(msg=f"{params['package']}: the extracted {package['info_file']} names no version")
+    wanted = package["version"] if package else params["version"]
+    try:
+        if package and params["version"] and compare_versions(package["version"], params["version"]) != 0:
+            module.fail_json(msg=f"{params['package']} holds {kind} {package['version']}, not the wanted "
+                                 f"{params['version']}: the file is misnamed or the wrong one.",
+                             package=package)
+        action = plan_action(installed["version"], wanted, params["allow_downgrade"]) if wanted else None
+    except AscendVersionError as exc:
+        module.fail_json(msg=f"{kind}: {exc}", installed=installed, package=package)
+    module.exit_json(changed=False, kind=kind, installed=installed, package=package, wanted=wanted, action=action)
+
+
+if __name__ == "__main__":
+    main()

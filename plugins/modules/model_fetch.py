@@ -1,0 +1,261 @@
+# Copyright: ascendai.vllm contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: model_fetch
+short_description: Fetch a model of the offline bundle onto the node, resumable, parallel and sha256-checked
+version_added: 0.1.0
+description:
+  - Brings O(dest) to the files that the bundle's C(MANIFEST.sha256) lists under C(models/<model>/).
+  - O(src) is the bundle root, as an C(http://) or C(https://) URL (any static web server that serves the bundle
+    directory) or as a directory on the node (an NFS mount, a disk). Without O(src) the module only verifies
+    O(dest) against the manifest given in O(manifest_content), for files copied by other means
+    (C(ansible.builtin.copy) from the controller).
+  - Resumable. A file is written to C(<dest>/.ascendai_fetch/<file>.part) and continued where a previous run
+    stopped, with an HTTP C(Range) request; a server that ignores C(Range) sends the file again from its start.
+  - Several files are fetched at once (O(parallel)); network errors are retried with back-off, resuming.
+  - Every file is checked against the manifest's sha256. A download that does not match is removed and the module
+    fails naming the file; a present file that does not match is fetched again.
+  - The free space of the filesystem of O(dest) is checked against the bytes still missing before anything is
+    written.
+  - Progress (bytes done and total, rate, ETA, files in flight) is written to O(status_file) every second, so
+    a play that runs this module with C(async) can poll it.
+  - A file's sha256 is cached in C(<dest>/.ascendai_fetch/<file>.sha256), keyed by its size and mtime, so a run
+    on an unchanged model reads no model data.
+options:
+  src:
+    description:
+      - The bundle root, an C(http(s)://) URL or a directory on the node, holding C(MANIFEST.sha256) and
+        C(models/<model>/).
+      - Omit to verify O(dest) against O(manifest_content) without fetching.
+    type: str
+  dest:
+    description: Directory on the node that receives the model's files (created when missing).
+    type: path
+    required: true
+  model:
+    description: Name of the model's directory under the bundle's C(models/).
+    type: str
+    required: true
+  manifest_content:
+    description:
+      - Content of C(MANIFEST.sha256) (sha256sum format, paths relative to the bundle).
+      - Default is to read C(<src>/MANIFEST.sha256).
+    type: str
+  parallel:
+    description: Files transferred at once.
+    type: int
+    default: 4
+  retries:
+    description: Retries of one file after a network error (each resumes where the last stopped).
+    type: int
+    default: 3
+  timeout:
+    description: Seconds an HTTP connection may stay silent.
+    type: int
+    default: 60
+  validate_certs:
+    description: Verify the server's TLS certificate for C(https://) sources.
+    type: bool
+    default: true
+  ca_path:
+    description: PEM file of the CA that signed the bundle server's certificate.
+    type: path
+  rehash:
+    description: Read every present file again instead of trusting the cached sha256 (size and mtime unchanged).
+    type: bool
+    default: false
+  status_file:
+    description: JSON file receiving the progress; default C(<dest>/.ascendai_fetch/status.json).
+    type: path
+  owner:
+    description: Owner of O(dest), its directories and files.
+    type: str
+  group:
+    description: Group of O(dest), its directories and files.
+    type: str
+  mode:
+    description: Mode of the model's files, for example C('0640').
+    type: raw
+  directory_mode:
+    description: Mode of O(dest) and the directories below it, for example C('0750').
+    type: raw
+attributes:
+  check_mode:
+    description: Reads the manifest, the sizes on the server and the free space, and reports what would be fetched.
+    support: full
+  diff_mode:
+    description: Reports the files missing or different before, and the manifest's files after.
+    support: partial
+  idempotent:
+    description: Files present with the manifest's sha256 are left alone.
+    support: full
+notes:
+  - Serve the bundle over HTTP for real model sizes (a 67B model is 134 GB in FP16). Copying from the controller
+    with C(ansible.builtin.copy) sends each file through the connection plugin and is far slower.
+  - Python's C(http.server) ignores C(Range); it works, but an interrupted file then starts again. nginx, Apache
+    and most object stores honour C(Range).
+  - Proxies come from the usual C(http_proxy), C(https_proxy) and C(no_proxy) environment variables.
+seealso:
+  - module: ascendai.vllm.model_convert
+author:
+  - ascendai.vllm contributors (@ascendai)
+"""
+
+EXAMPLES = r"""
+- name: Fetch DeepSeek-LLM 67B from the bundle's web server
+  ascendai.vllm.model_fetch:
+    src: http://bundle.example.internal/ascendai-bundle/
+    model: deepseek-llm-67b-chat
+    dest: /opt/ascendai/models/deepseek-llm-67b-chat
+    parallel: 4
+    owner: vllm
+    group: vllm
+    mode: "0640"
+    directory_mode: "0750"
+
+- name: Verify a model copied from the controller against the bundle's manifest
+  ascendai.vllm.model_fetch:
+    model: tiny-deepseek
+    dest: /opt/ascendai/models/tiny-deepseek
+    manifest_content: "{{ lookup('ansible.builtin.file', bundle_dir ~ '/MANIFEST.sha256') }}"
+"""
+
+RETURN = r"""
+dest:
+  description: Absolute path of the model directory.
+  returned: always
+  type: str
+  sample: /opt/ascendai/models/deepseek-llm-67b-chat
+files:
+  description: The model's files (relative to O(dest)) as the manifest lists them.
+  returned: always
+  type: list
+  elements: str
+  sample: [config.json, model-00001-of-00014.safetensors]
+present:
+  description: Files that were already there with the right sha256.
+  returned: always
+  type: list
+  elements: str
+  sample: [config.json]
+fetched:
+  description: Files fetched (or, in check mode, to fetch).
+  returned: always
+  type: list
+  elements: str
+  sample: [model-00001-of-00014.safetensors]
+mismatched:
+  description: Files that were present with another sha256 (fetched again).
+  returned: always
+  type: list
+  elements: str
+  sample: []
+bytes_needed:
+  description: Bytes still to transfer (partial files counted as far as they go).
+  returned: when O(src) is given
+  type: int
+  sample: 134447001600
+bytes_total:
+  description: Bytes of the model's files.
+  returned: always
+  type: int
+  sample: 134447034001
+bytes_fetched:
+  description: Bytes transferred by this run.
+  returned: always
+  type: int
+  sample: 134447001600
+resumed_bytes:
+  description: Bytes of partial files from a previous run that this run continued.
+  returned: always
+  type: int
+  sample: 0
+free_bytes:
+  description: Free bytes of the filesystem of O(dest) before the transfer.
+  returned: when O(src) is given
+  type: int
+  sample: 1900000000000
+seconds:
+  description: Wall-clock seconds.
+  returned: always
+  type: float
+  sample: 402.5
+rate_bytes_per_s:
+  description: Average transfer rate of this run.
+  returned: when files were fetched
+  type: float
+  sample: 334000000.0
+status_file:
+  description: The progress file.
+  returned: when files were fetched
+  type: str
+  sample: /opt/ascendai/models/deepseek-llm-67b-chat/.ascendai_fetch/status.json
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascendai.vllm.plugins.module_utils.model_fetch import (
+    FetchError,
+    fetch_model,
+    model_paths,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "src": {"type": "str"},
+            "dest": {"type": "path", "required": True},
+            "model": {"type": "str", "required": True},
+            "manifest_content": {"type": "str"},
+            "parallel": {"type": "int", "default": 4},
+            "retries": {"type": "int", "default": 3},
+            "timeout": {"type": "int", "default": 60},
+            "validate_certs": {"type": "bool", "default": True},
+            "ca_path": {"type": "path"},
+            "rehash": {"type": "bool", "default": False},
+            "status_file": {"type": "path"},
+            "owner": {"type": "str"},
+            "group": {"type": "str"},
+            "mode": {"type": "raw"},
+            "directory_mode": {"type": "raw"},
+        },
+        required_one_of=[["src", "manifest_content"]],
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        result = fetch_model(p["dest"], p["model"], src=p["src"], manifest_text=p["manifest_content"],
+                             parallel=p["parallel"], retries=p["retries"], timeout=p["timeout"],
+                             validate_certs=p["validate_certs"], ca_path=p["ca_path"], rehash=p["rehash"],
+                             status_file=p["status_file"], check_mode=module.check_mode)
+    except FetchError as exc:
+        module.fail_json(msg=str(exc), dest=p["dest"], model=p["model"])
+    except OSError as exc:
+        module.fail_json(msg=f"model_fetch of {p['model']} into {p['dest']} failed: {exc}")
+
+    changed = result["changed"]
+    dirs, files = model_paths(result["dest"], result["files"])
+    for path, mode in [(d, p["directory_mode"]) for d in dirs] + [(f, p["mode"]) for f in files]:
+        if not os.path.lexists(path):
+            continue  # check mode: not fetched yet
+        changed = module.set_owner_if_different(path, p["owner"], changed)
+        changed = module.set_group_if_different(path, p["group"], changed)
+        if mode is not None:
+            changed = module.set_mode_if_different(path, mode, changed)
+    result["changed"] = changed
+    if module._diff:
+        result["diff"] = {
+            "before": {"missing_or_different": sorted(result["fetched"])},
+            "after": {"files": sorted(result["files"])},
+        }
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""ascendai.vllm.model_config_check: real models' config.json dimensions, damaged ones, TP sizes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ansible.errors import AnsibleFilterError
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ansible_collections.ascendai.vllm.plugins.filter.model_config_check import FilterModule, model_config_check
+
+# deepseek-ai/deepseek-llm-67b-chat config.json (dimension fields).
+DEEPSEEK_67B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 8192,
+                "num_attention_heads": 64, "num_key_value_heads": 8, "num_hidden_layers": 95, "vocab_size": 102400,
+                "torch_dtype": "bfloat16"}
+# deepseek-ai/DeepSeek-V3 config.json (MLA fields).
+DEEPSEEK_V3 = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "hidden_size": 7168,
+               "num_attention_heads": 128, "num_key_value_heads": 128, "num_hidden_layers": 61, "vocab_size": 129280,
+               "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+               "v_head_dim": 128, "torch_dtype": "bfloat16",
+               "quantization_config": {"quant_method": "fp8", "fmt": "e4m3"}}
+# Qwen/Qwen2.5-7B-Instruct: 28 query heads, 4 KV heads.
+QWEN25_7B = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 3584,
+             "num_attention_heads": 28, "num_key_value_heads": 4, "num_hidden_layers": 28, "vocab_size": 152064}
+# google/gemma-7b: head_dim 256 given explicitly, not hidden/heads (3072/16 = 192).
+GEMMA_7B = {"architectures": ["GemmaForCausalLM"], "hidden_size": 3072, "num_attention_heads": 16,
+            "num_key_value_heads": 16, "head_dim": 256, "num_hidden_layers": 28, "vocab_size": 256000}
+# tests/tools/make_tiny_model.py: the sandbox's model.
+TINY = {"architectures": ["LlamaForCausalLM"], "hidden_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 64, "num_hidden_layers": 2, "vocab_size": 512, "torch_dtype": "bfloat16"}
+
+
+def test_registered_under_its_name():
+    assert FilterModule().filters() == {"model_config_check": model_config_check}
+
+
+def test_deepseek_67b_on_four_npus():
+    res = model_config_check(json.dumps(DEEPSEEK_67B), tensor_parallel_size=4,
+                             supported_architectures=["LlamaForCausalLM", "Qwen2ForCausalLM"])
+    assert res["ok"] is True and res["problems"] == []
+    assert (res["architecture"], res["head_dim"], res["attention"]) == ("LlamaForCausalLM", 128, "gqa")
+    assert (res["num_attention_heads"], res["num_key_value_heads"], res["torch_dtype"]) == (64, 8, "bfloat16")
+
+
+def test_deepseek_v3_mla_head_size_and_quantization():
+    res = model_config_check(DEEPSEEK_V3, tensor_parallel_size=16)
+    assert res["ok"] is True
+    assert (res["attention"], res["head_dim"], res["num_key_value_heads"]) == ("mla", 192, None)
+    assert res["quantization"] == "fp8"
+
+
+def test_qwen_28_heads_refuse_tp8_and_name_the_sizes_that_work():
+    assert model_config_check(QWEN25_7B, tensor_parallel_size=4)["ok"] is True
+    res = model_config_check(QWEN25_7B, tensor_parallel_size=8)
+    assert res["ok"] is False
+    assert res["problems"][0] == ("num_attention_heads=28 is not divisible by tensor_parallel_size=8; choose a "
+                                  "tensor-parallel size among [1, 2, 4, 7, 14, 28]")
+    assert len(res["problems"]) == 1  # 8 ranks over 4 KV heads: each KV head on 2 ranks, fine
+
+
+def test_explicit_head_dim_wins_over_hidden_by_heads():
+    res = model_config_check(GEMMA_7B)
+    assert res["ok"] is True and res["head_dim"] == 256 and res["attention"] == "mha"
+
+
+def test_tiny_model_passes_and_tp_beyond_kv_heads_replicates():
+    res = model_config_check(TINY, tensor_parallel_size=4)
+    assert res["ok"] is True and res["head_dim"] == 64 and res["attention"] == "gqa"
+    res = model_config_check(TINY, tensor_parallel_size=3)
+    assert res["ok"] is False and any("tensor_parallel_size=3" in p for p in res["problems"])
+
+
+def test_unsupported_architecture_is_named():
+    res = model_config_check(TINY, supported_architectures=["Qwen2ForCausalLM", "MistralForCausalLM"])
+    assert res["ok"] is False and res["architecture"] is None
+    assert res["problems"] == ["architectures=['LlamaForCausalLM'] is not supported by the installed vLLM "
+                               "(2 architectures known); install a vLLM release that has it, or serve a model of a "
+                               "supported architecture"]
+
+
+def test_damaged_config_reports_every_problem():
+    bad = dict(DEEPSEEK_67B, hidden_size=8190, num_key_value_heads=7, architectures=[])
+    res = model_config_check(bad, tensor_parallel_size=4)
+    assert res["ok"] is False
+    text = " | ".join(res["problems"])
+    assert "architectures=[] must be a non-empty list" in text
+    assert "hidden_size=8190 is not divisible by num_attention_heads=64" in text
+    assert "num_attention_heads=64 is not divisible by num_key_value_heads=7" in text
+    assert "num_key_value_heads=7 is not divisible by tensor_parallel_size=4" in text
+    assert len(res["problems"]) == 4
+
+
+def test_head_dim_16_is_refused_as_vllm_cpu_refuses_it():
+    res = model_config_check(dict(TINY, hidden_size=64, head_dim=16))
+    assert res["problems"] == ["head_dim=16 (the attention head size) is not one vLLM's attention supports "
+                               "(32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)"]
+    assert model_config_check(dict(TINY, head_dim=16), head_dims=[16])["ok"] is True
+
+
+def test_missing_and_nonpositive_fields():
+    res = model_config_check({"architectures": ["X"], "hidden_size": 0, "num_attention_heads": True})
+    assert "hidden_size=0 must be a positive integer" in res["problems"]
+    assert "num_attention_heads=True must be a positive integer" in res["problems"]
+    assert "num_hidden_layers is missing; a decoder-only model's config.json needs it" in res["problems"]
+
+
+def test_multimodal_text_config():
+    res = model_config_check({"architectures": ["Qwen2_5_VLForConditionalGeneration"], "text_config": QWEN25_7B})
+    assert res["ok"] is True and res["head_dim"] == 128
+
+
+@pytest.mark.parametrize("value,needle", [("{not json", "not valid JSON"), ("[1, 2]", "must be a JSON object")])
+def test_unreadable_input_raises_with_the_fix(value, needle):
+    with pytest.raises(AnsibleFilterError, match=needle):
+        model_config_check(value)
+
+
+def test_bad_arguments_raise():
+    with pytest.raises(AnsibleFilterError, match="tensor_parallel_size='four'"):
+        model_config_check(TINY, tensor_parallel_size="four")
+    with pytest.raises(AnsibleFilterError, match="must be a list of class names"):
+        model_config_check(TINY, supported_architectures="LlamaForCausalLM")
+    with pytest.raises(AnsibleFilterError, match="tensor_parallel_size=0"):
+        model_config_check(TINY, tensor_parallel_size=0)
+
+
+@given(heads=st.integers(1, 128), kv=st.integers(1, 128), tp=st.integers(1, 32), head_dim=st.sampled_from([64, 128]))
+@settings(max_examples=300, deadline=None)
+def test_a_config_passes_exactly_when_vllm_can_shard_it(heads, kv, tp, head_dim):
+    cfg = dict(TINY, hidden_size=heads * head_dim, num_attention_heads=heads, num_key_value_heads=kv)
+    cfg.pop("head_dim")
+    res = model_config_check(cfg, tensor_parallel_size=tp)
+    shardable = heads % kv == 0 and heads % tp == 0 and (kv % tp == 0 if kv >= tp else tp % kv == 0)
+    assert res["ok"] is shardable
+    assert res["head_dim"] == head_dim

@@ -1,0 +1,140 @@
+"""ascendai.vllm.ascend_package_info against the simulated .run packages (tests/simulator), on a temp install path."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.ascendai.vllm.plugins.modules import ascend_package_info
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+BUILD = os.path.join(ROOT, "tests", "simulator", "build_installers.py")
+
+
+class ExitJson(Exception):
+    pass
+
+
+class FailJson(Exception):
+    pass
+
+
+@pytest.fixture(scope="module")
+def pkgs(tmp_path_factory):
+    out = {}
+    for name in ("n", "n+1"):
+        target = tmp_path_factory.mktemp("pkg")
+        paths = subprocess.run([sys.executable, BUILD, str(target), "--set", name, "--arch", "x86_64"], check=True,
+                               stdout=subprocess.PIPE, universal_newlines=True).stdout.split()
+        out[name] = {kind: next(p for p in paths if key in os.path.basename(p)) for kind, key in (
+            ("driver", "npu-driver"), ("firmware", "npu-firmware"), ("toolkit", "cann-toolkit"))}
+    return out
+
+
+@pytest.fixture(autouse=True)
+def patched(monkeypatch):
+    def exit_json(self, **kwargs):
+        raise ExitJson(kwargs)
+
+    def fail_json(self, **kwargs):
+        raise FailJson(kwargs)
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+
+
+def run(args):
+    with patch_module_args(args), pytest.raises((ExitJson, FailJson)) as exc:
+        ascend_package_info.main()
+    return exc.type, exc.value.args[0]
+
+
+def install_driver(path, version, inner="V100R001C19SPC002B230"):
+    os.makedirs(os.path.join(path, "driver"), exist_ok=True)
+    with open(os.path.join(path, "driver", "version.info"), "w") as handle:
+        handle.write(f"Version={version}\nInnerversion={inner}\ncompatible_version_fw=[7.0.0,7.7.99]\n")
+
+
+def test_fresh_node_plans_a_full_install(pkgs, tmp_path, monkeypatch):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    kind, res = run({"kind": "driver", "package": pkgs["n+1"]["driver"], "version": "25.2.0",
+                     "install_path": str(tmp_path)})
+    assert kind is ExitJson, res
+    assert res["action"] == "full" and res["changed"] is False
+    assert res["installed"] == {"version": None, "file": None, "info": {}}
+    assert res["package"]["version"] == "25.2.0"
+    assert res["package"]["info"]["compatible_version_fw"] == "[7.0.0,7.7.99]"
+    assert res["package"]["info"]["Innerversion"] == "V100R001C23SPC001B211"
+    assert res["package"]["check"].endswith("SHA256 checksums are OK. All good.")
+    assert os.listdir(str(scratch)) == []  # the extracted package is gone
+
+
+@pytest.mark.parametrize("installed,allow,action", [
+    ("24.1.rc3", False, "upgrade"), ("25.2.0", False, "none"), ("26.0.rc1", False, "refuse"),
+    ("26.0.rc1", True, "downgrade")])
+def test_installed_versions(pkgs, tmp_path, installed, allow, action):
+    install_driver(str(tmp_path), installed)
+    kind, res = run({"kind": "driver", "package": pkgs["n+1"]["driver"], "install_path": str(tmp_path),
+                     "allow_downgrade": allow})
+    assert kind is ExitJson, res
+    assert (res["installed"]["version"], res["wanted"], res["action"]) == (installed, "25.2.0", action)
+    assert res["installed"]["file"] == os.path.join(str(tmp_path), "driver", "version.info")
+
+
+def test_firmware_ranges_read_from_the_package(pkgs, tmp_path):
+    kind, res = run({"kind": "firmware", "package": pkgs["n"]["firmware"], "install_path": str(tmp_path)})
+    assert kind is ExitJson, res
+    assert res["package"]["version"] == "7.5.0.1.129"
+    assert res["package"]["info"]["compatible_version_drv"] == \
+        "[24.1.rc1,24.1.rc3.],[24.1.0,24.1.0.],[25.0.rc1,25.2.0.]"
+
+
+def test_toolkit_installed_layout(pkgs, tmp_path):
+    info = tmp_path / "ascend-toolkit" / "8.2.RC1" / "x86_64-linux"
+    info.mkdir(parents=True)
+    (info / "ascend_toolkit_install.info").write_text("package_name=Ascend-cann-toolkit\nversion=8.2.RC1\n")
+    os.symlink("8.2.RC1", str(tmp_path / "ascend-toolkit" / "latest"))
+    kind, res = run({"kind": "toolkit", "package": pkgs["n+1"]["toolkit"], "install_path": str(tmp_path),
+                     "arch": "x86_64"})
+    assert kind is ExitJson, res
+    assert (res["installed"]["version"], res["package"]["version"], res["action"]) == ("8.2.RC1", "8.3.RC2", "upgrade")
+    assert res["package"]["info"]["compatible_version"].startswith("[V100R001C15]")
+
+
+def test_tampered_package_fails_its_own_check(pkgs, tmp_path):
+    text = open(pkgs["n+1"]["driver"]).read()
+    bad = tmp_path / os.path.basename(pkgs["n+1"]["driver"])
+    bad.write_text(text[:-20] + ("A" if text[-20] != "A" else "B") + text[-19:])
+    kind, res = run({"kind": "driver", "package": str(bad), "install_path": str(tmp_path)})
+    assert kind is FailJson
+    assert "failed its own integrity check (--check, rc 1)" in res["msg"]
+    assert "Error in SHA256 checksums" in res["msg"]
+
+
+def test_wrong_version_and_missing_package(pkgs, tmp_path):
+    kind, res = run({"kind": "driver", "package": pkgs["n"]["driver"], "version": "25.2.0",
+                     "install_path": str(tmp_path)})
+    assert kind is FailJson and "holds driver 24.1.rc3, not the wanted 25.2.0" in res["msg"]
+    kind, res = run({"kind": "driver", "package": str(tmp_path / "nope.run"), "install_path": str(tmp_path)})
+    assert kind is FailJson and res["msg"].endswith("nope.run does not exist on the node")
+
+
+def test_check_mode_without_the_package_plans_from_the_version(tmp_path):
+    install_driver(str(tmp_path), "24.1.rc3")
+    kind, res = run({"kind": "driver", "package": str(tmp_path / "not-copied-yet.run"), "version": "25.2.0",
+                     "install_path": str(tmp_path), "_ansible_check_mode": True})
+    assert kind is ExitJson, res
+    assert (res["package"], res["wanted"], res["action"]) == (None, "25.2.0", "upgrade")
+
+
+def test_wrong_kind_of_package(pkgs, tmp_path):
+    kind, res = run({"kind": "firmware", "package": pkgs["n+1"]["toolkit"], "install_path": str(tmp_path)})
+    assert kind is FailJson
+    assert res["msg"].endswith("no firmware/version.info in the extracted package; is it a firmware package?")

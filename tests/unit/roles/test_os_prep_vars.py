@@ -1,0 +1,155 @@
+"""Which os_prep vars file a host picks, from the real /etc/os-release of Kylin V10 SP2, openEuler 22.03, Ubuntu 22.04.
+
+The facts come from ansible-core's own distribution fact code (ansible.module_utils.facts.system.distribution) run on
+a temp root that holds only that os-release; the first_found candidates and the support-matrix check are rendered
+from roles/os_prep exactly as written there.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+import jinja2
+import pytest
+import yaml
+from ansible.module_utils import distro as ansible_distro
+from ansible.module_utils.facts.system import distribution as dist_mod
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+ROLE = os.path.join(ROOT, "roles", "os_prep")
+
+# Real /etc/os-release texts. Kylin V10 SP2 ("Sword", kernel 4.19.90-24.4.v2101.ky10): ansible-core's fixture
+# test/units/module_utils/facts/system/distribution/fixtures/kylin_linux_advanced_server_v10.json; openEuler 22.03 LTS
+# as printed by `cat /etc/os-release` on an Ascend host (vllm-ascend/MindIE benchmark notes); Ubuntu 22.04 LTS
+# (jammy) as shipped by base-files 12ubuntu4.
+OS_RELEASE = {
+    "kylin_v10_sp2": ('NAME="Kylin Linux Advanced Server"\nVERSION="V10 (Sword)"\nID="kylin"\nVERSION_ID="V10"\n'
+                      'PRETTY_NAME="Kylin Linux Advanced Server V10 (Sword)"\nANSI_COLOR="0;31"\n\n',
+                      "4.19.90-24.4.v2101.ky10.aarch64"),
+    "openeuler_22.03": ('NAME="openEuler"\nVERSION="22.03 LTS"\nID="openEuler"\nVERSION_ID="22.03"\n'
+                        'PRETTY_NAME="openEuler 22.03 LTS"\nANSI_COLOR="0;31"\n\n',
+                        "5.10.0-60.18.0.50.oe2203.aarch64"),
+    "ubuntu_22.04": ('PRETTY_NAME="Ubuntu 22.04.4 LTS"\nNAME="Ubuntu"\nVERSION_ID="22.04"\n'
+                     'VERSION="22.04.4 LTS (Jammy Jellyfish)"\nVERSION_CODENAME=jammy\nID=ubuntu\nID_LIKE=debian\n'
+                     'HOME_URL="https://www.ubuntu.com/"\nSUPPORT_URL="https://help.ubuntu.com/"\n'
+                     'BUG_REPORT_URL="https://bugs.launchpad.net/ubuntu/"\n'
+                     'PRIVACY_POLICY_URL="https://www.ubuntu.com/legal/terms-and-policies/privacy-policy"\n'
+                     'UBUNTU_CODENAME=jammy\n', "5.15.0-78-generic"),
+}
+
+# Package names as the OS repositories carry them: openEuler 22.03 LTS OS/everything repos and Kylin V10 SP2
+# (openEuler-derived, same rpm names; iproute not iproute2, gcc-c++ not g++, no python3-venv: venv is in python3);
+# Ubuntu 22.04 main/universe.
+RPM_NAMES = {"gcc", "gcc-c++", "make", "dkms", "pciutils", "net-tools", "ethtool", "iproute", "tar", "unzip", "sudo",
+             "python3"}
+DEB_NAMES = {"gcc", "g++", "make", "dkms", "pciutils", "net-tools", "ethtool", "iproute2", "tar", "unzip", "sudo",
+             "python3", "python3-venv"}
+
+EXPECTED = {
+    # host: (distribution, version, major, os_family, vars file, package manager, real names, header packages)
+    "kylin_v10_sp2": ("Kylin Linux Advanced Server", "V10", "V10", "RedHat", "Kylin_Linux_Advanced_Server.yml", "dnf",
+                      RPM_NAMES, ["kernel-devel-4.19.90-24.4.v2101.ky10.aarch64",
+                                  "kernel-headers-4.19.90-24.4.v2101.ky10.aarch64"]),
+    "openeuler_22.03": ("openEuler", "22.03", "22", "RedHat", "openEuler.yml", "dnf", RPM_NAMES,
+                        ["kernel-devel-5.10.0-60.18.0.50.oe2203.aarch64",
+                         "kernel-headers-5.10.0-60.18.0.50.oe2203.aarch64"]),
+    "ubuntu_22.04": ("Ubuntu", "22.04", "22", "Debian", "Ubuntu.yml", "apt", DEB_NAMES,
+                     ["linux-headers-5.15.0-78-generic"]),
+}
+
+
+class FakeModule:
+    def run_command(self, *args, **kwargs):
+        return 1, "", ""
+
+    def get_bin_path(self, *args, **kwargs):
+        return None
+
+    def debug(self, msg):
+        pass
+
+
+def gather(tmp_path, monkeypatch, os_release):
+    """distribution facts as ansible-core computes them on a host whose only release file is this os-release."""
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "os-release").write_text(os_release)
+
+    def inside(path):
+        return str(tmp_path / path.lstrip("/"))
+
+    real_file_exists = dist_mod._file_exists
+    real_get = dist_mod.get_file_content
+
+    def file_exists(path, allow_empty=False):
+        return real_file_exists(inside(path), allow_empty)
+
+    monkeypatch.setattr(dist_mod, "_file_exists", file_exists)
+    monkeypatch.setattr(dist_mod, "get_file_content", lambda path, *a, **kw: real_get(inside(path), *a, **kw))
+    # ansible's distro shim is the system 'distro' package when installed, else the bundled copy: patch the module
+    # that holds the LinuxDistribution instance behind distro.id(), distro.version() ...
+    holder = sys.modules[ansible_distro.id.__module__]
+    monkeypatch.setattr(holder, "_distro", holder.LinuxDistribution(
+        include_lsb=False, include_uname=False, include_oslevel=False, root_dir=str(tmp_path)))
+    monkeypatch.setattr(dist_mod.platform, "system", lambda: "Linux")
+    return dist_mod.Distribution(FakeModule()).get_distribution_facts()
+
+
+def role_yaml(*parts):
+    with open(os.path.join(ROLE, *parts)) as handle:
+        return yaml.safe_load(handle)
+
+
+def render(template, facts, extra=None):
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters["regex_escape"] = re.escape
+    return env.from_string(template).render(ansible_facts=facts, **(extra or {}))
+
+
+def first_found_candidates(facts):
+    task = [t for t in role_yaml("tasks", "preflight.yml") if t["name"] == "Load the OS data"][0]
+    return [render(f, facts) for f in task["vars"]["_os_prep_vars_candidates"]["files"]]
+
+
+def supported(facts):
+    """The support-matrix assertion of tasks/preflight.yml, evaluated as written."""
+    tasks = role_yaml("tasks", "preflight.yml")
+    task = [t for t in tasks if t["name"] == "Fail on an OS outside the support matrix"][0]
+    matrix = role_yaml("vars", "main.yml")["_os_prep_supported"]
+    pattern = render(task["vars"]["_os_prep_version_pattern"], facts, {"_os_prep_supported": matrix}).strip()
+    return facts["distribution"] in matrix and re.match(pattern, facts["distribution_version"]) is not None
+
+
+@pytest.mark.parametrize("host", sorted(OS_RELEASE))
+def test_host_picks_its_vars_file(host, tmp_path, monkeypatch):
+    text, kernel = OS_RELEASE[host]
+    facts = gather(tmp_path, monkeypatch, text)
+    name, version, major, family, vars_file, pkg_mgr, real_names, headers = EXPECTED[host]
+    assert (facts["distribution"], facts["distribution_version"], facts["distribution_major_version"],
+            facts["os_family"]) == (name, version, major, family)
+    assert supported(facts)
+
+    candidates = first_found_candidates(facts)
+    found = [c for c in candidates if os.path.isfile(os.path.join(ROLE, "vars", c))]
+    assert found and found[0] == vars_file, (candidates, found)
+
+    data = role_yaml("vars", vars_file)
+    assert data["_os_prep_pkg_mgr"] == pkg_mgr
+    assert set(data["_os_prep_packages"]) <= real_names, set(data["_os_prep_packages"]) - real_names
+    assert {"gcc", "make", "dkms", "pciutils", "net-tools"} <= set(data["_os_prep_packages"])
+    facts = dict(facts, kernel=kernel)
+    assert [render(p, facts) for p in data["_os_prep_kernel_header_packages"]] == headers
+
+
+@pytest.mark.parametrize("text,name,version", [
+    ('NAME="openEuler"\nVERSION="20.03 (LTS)"\nID="openEuler"\nVERSION_ID="20.03"\n'
+     'PRETTY_NAME="openEuler 20.03 (LTS)"\nANSI_COLOR="0;31"\n\n', "openEuler", "20.03"),
+    ('NAME="Ubuntu"\nVERSION="20.04.6 LTS (Focal Fossa)"\nID=ubuntu\nID_LIKE=debian\nPRETTY_NAME="Ubuntu 20.04.6 LTS"\n'
+     'VERSION_ID="20.04"\nVERSION_CODENAME=focal\nUBUNTU_CODENAME=focal\n', "Ubuntu", "20.04"),
+])
+def test_an_unsupported_release_is_refused(tmp_path, monkeypatch, text, name, version):
+    facts = gather(tmp_path, monkeypatch, text)
+    assert (facts["distribution"], facts["distribution_version"]) == (name, version)
+    assert not supported(facts)
