@@ -31,7 +31,8 @@ bundle() {
 }
 
 bridge_ip() {
-  docker network inspect bridge -f '{{(index .IPAM.Config 0).Gateway}}'
+  # The node's default gateway: this host on the Docker bridge.
+  docker inspect "$NAME" -f '{{.NetworkSettings.Gateway}}'
 }
 
 serve_bundle() {
@@ -104,8 +105,8 @@ case $cmd in
     tools/bootstrap.sh
     tools/sandbox-host.sh >/dev/null
     bundle
-    serve_bundle
     node_up
+    serve_bundle
     .venv/bin/ansible-playbook -i inventories/sandbox site.yml "$@"
     case " $* " in *" --check "*|*" -C "*) ;; *) answer ;; esac
     ;;
