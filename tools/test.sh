@@ -99,6 +99,9 @@ stage_molecule() {
   banner "molecule"
   eval "$(tools/sandbox-host.sh | grep -E '^(BASE|SIM)_IMAGE=')"
   export ASCENDAI_BASE_IMAGE=$BASE_IMAGE ASCENDAI_SIM_IMAGE=$SIM_IMAGE
+  # The sandbox's offline bundle (.cache/bundle: wheels, simulated .run packages, tiny model),
+  # which the scenarios serve to their nodes over HTTP.
+  tools/sandbox.sh bundle
   # ansible-compat installs the collection under test into its own cache; keep it away from the
   # checkout's symlink tree (molecule's playbooks get that through the provisioner env).
   export ANSIBLE_COLLECTIONS_PATH=$ROOT/.ansible/collections
