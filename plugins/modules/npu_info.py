@@ -160,8 +160,10 @@ processes:
   returned: success
   type: list
   elements: dict
-warnings:
-  description: Warning lines printed by npu-smi (for example that the driver package may be incompletely installed).
+npu_smi_warnings:
+  description:
+    - Warning lines printed by npu-smi (for example that the driver package may be incompletely installed).
+    - They are also shown as task warnings.
   returned: success
   type: list
   elements: str
@@ -277,6 +279,8 @@ def main():
         module.warn(f"npu-smi: {warning}")
     for error in detail_errors.values():
         module.warn(error)
+    # ``warnings`` is a reserved key of a module's result: return them as npu_smi_warnings.
+    facts["npu_smi_warnings"] = facts.pop("warnings")
     result = dict(changed=False, npu_smi_path=npu_smi, **facts)
     if module.params["set_fact"]:
         result["ansible_facts"] = {"ascend_npu": dict(facts, npu_smi_path=npu_smi)}

@@ -137,7 +137,7 @@ def test_unhealthy_npu_with_error_codes_and_vanished_card(module_env):
     assert "heart beat lost" in first["error_information"] and "Heartbeat Lost" in first["error_information"]
     assert second["npu_id"] == 7 and "Invalid card id" in second["reason"]
     assert "Invalid card id" in res["npus"][1]["detail_error"] and res["npus"][0]["detail_error"] is None
-    assert res["warnings"] == []  # npu-smi printed no [WARNING] line
+    assert res["npu_smi_warnings"] == []  # npu-smi printed no [WARNING] line
 
 
 def test_detail_false_runs_only_the_summary(module_env):
@@ -163,7 +163,7 @@ def test_driver_warning_is_returned(module_env):
             "Please reinstall it.")
     replies["info"] = (0, B4.replace("\nCANN:", "\n" + line + "\nCANN:"), "")
     _kind, res = run({"detail": False})
-    assert res["warnings"] == [line] and res["driver_install_incomplete"] is True
+    assert res["npu_smi_warnings"] == [line] and res["driver_install_incomplete"] is True
 
 
 @pytest.mark.parametrize("rc,out,err,kind,words", [
