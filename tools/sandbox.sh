@@ -66,11 +66,12 @@ node_up() {
   fi
   if ! docker container inspect "$NAME" >/dev/null 2>&1; then
     # --privileged fails on these machines; these flags boot systemd as PID 1. The restart policy
-    # brings the node back after ansible.builtin.reboot (driver/firmware install).
+    # brings the node back after ansible.builtin.reboot (driver/firmware install). vLLM's engine
+    # needs more /dev/shm than Docker's 64 MiB (vllm-ascend's docker lines give 1g too).
     docker run -d --name "$NAME" --hostname atlas-sim-1 --restart always \
       --cap-add SYS_ADMIN --cap-add NET_ADMIN --security-opt seccomp=unconfined --cgroupns host \
       -v /sys/fs/cgroup:/sys/fs/cgroup:rw --tmpfs /run --tmpfs /run/lock --tmpfs /tmp \
-      -p "127.0.0.1:$HOST_PORT:8000" \
+      --shm-size 1g -p "127.0.0.1:$HOST_PORT:8000" \
       "$SIM_IMAGE" /lib/systemd/systemd >/dev/null
   fi
   local state=""
