@@ -42,10 +42,10 @@ OS_RELEASE = {
 # Package names as the OS repositories carry them: openEuler 22.03 LTS OS/everything repos and Kylin V10 SP2
 # (openEuler-derived, same rpm names; iproute not iproute2, gcc-c++ not g++, no python3-venv: venv is in python3);
 # Ubuntu 22.04 main/universe.
-RPM_NAMES = {"gcc", "gcc-c++", "make", "dkms", "pciutils", "numactl", "numactl-libs", "net-tools", "ethtool", "iproute", "tar", "unzip", "sudo",
-             "python3"}
-DEB_NAMES = {"gcc", "g++", "make", "dkms", "pciutils", "numactl", "libnuma1", "net-tools", "ethtool", "iproute2", "tar", "unzip", "sudo",
-             "python3", "python3-venv"}
+RPM_NAMES = {"gcc", "gcc-c++", "make", "dkms", "pciutils", "numactl", "numactl-libs", "net-tools", "ethtool", "iproute",
+             "tar", "unzip", "sudo", "python3"}
+DEB_NAMES = {"gcc", "g++", "make", "dkms", "pciutils", "numactl", "libnuma1", "net-tools", "ethtool", "iproute2", "tar",
+             "unzip", "sudo", "python3", "python3-venv"}
 
 EXPECTED = {
     # host: (distribution, version, major, os_family, vars file, package manager, real names, header packages)
