@@ -109,11 +109,19 @@ stage_molecule() {
   if [[ -z $scenarios ]]; then
     scenarios=$(find molecule -mindepth 2 -maxdepth 2 -name molecule.yml -printf '%h\n' | xargs -n1 basename | sort)
   fi
-  local s
+  local s failed="" start
   for s in $scenarios; do
     banner "molecule test -s $s"
-    molecule test -s "$s"
+    start=$SECONDS
+    if molecule test -s "$s"; then
+      echo "molecule scenario $s passed in $((SECONDS - start)) s"
+    else
+      echo "molecule scenario $s FAILED after $((SECONDS - start)) s"
+      failed="$failed $s"
+    fi
   done
+  # Every scenario runs; the stage fails when any did.
+  [[ -z $failed ]] || { echo "failed molecule scenarios:$failed"; return 1; }
 }
 
 for s in "${stages[@]}"; do
