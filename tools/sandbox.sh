@@ -15,7 +15,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 NAME=ascendai-sandbox-atlas-1
 BUNDLE=$ROOT/.cache/bundle
-BUNDLE_PORT=18766          # inventories/sandbox/group_vars/ascend.yml reads the bundle from here
+BUNDLE_PORT=18770          # inventories/sandbox/group_vars/ascend.yml reads the bundle from here
 HOST_PORT=${SANDBOX_PORT:-8000}
 RUN=$ROOT/.cache/sandbox
 cmd=${1:-up}
