@@ -120,6 +120,8 @@ def parse_netdetect(text):
         if m:
             addr = str(_ipv4(m.group(1), "netdetect address"))
             return None if _unset_ip(addr) else addr
+    if not any(line.strip() for line in _lines(text)):
+        return None  # nothing configured yet: prints nothing, like -ip -g and -gateway -g
     raise HccnError(f"unrecognised hccn_tool -netdetect -g output: {text!r}")
 
 

@@ -147,6 +147,11 @@ def _as_bits(value):
     return [1 if i in value else 0 for i in range(8)]
 
 
+def _int_or_none(value):
+    # 'before' of the modules holds None for a DSCP with no entry yet
+    return None if value is None else int(value)
+
+
 def _prios(bits):
     return [i for i, b in enumerate(bits) if b]
 
@@ -157,7 +162,8 @@ def check_consistency(observed, policy=None):
     observed = {
       'hccl_env': {'HCCL_RDMA_TC': '132', 'HCCL_RDMA_SL': '4'}   (absent keys = HCCL defaults 132 / 4),
       'hccn': {label: {'pfc': bitmap|priorities, 'dscp_to_tc': {dscp: tc}, 'prio_tc': [8]}},
-      'host_nic': {label: {'pfc': bitmap|priorities, 'trust': 'dscp'|'pcp', 'dscp_prio': {dscp: prio}}},
+      'host_nic': {label: {'pfc': bitmap|priorities, 'trust': 'dscp'|'pcp', 'dscp_prio': {dscp: prio}}}
+                  (host_pfc's 'before' works as it is: 'pfc_priorities' stands for 'pfc'),
       'switch': {label: {'pfc': bitmap|priorities, 'trust': 'dscp', 'dscp_prio': {dscp: prio}}},
     }
     Returns a list of {'where', 'setting', 'expected', 'observed', 'fix'}; empty means consistent.
@@ -199,7 +205,7 @@ def check_consistency(observed, policy=None):
                 add(where, "pfc", _prios(want_bits), _prios(bits),
                     f"hccn_tool -i <dev> -pfc -s bitmap {','.join(map(str, want_bits))}")
         if "dscp_to_tc" in state:
-            seen = {int(k): int(v) for k, v in dict(state["dscp_to_tc"] or {}).items()}.get(dscp)
+            seen = {int(k): _int_or_none(v) for k, v in dict(state["dscp_to_tc"] or {}).items()}.get(dscp)
             if seen != tc:
                 add(where, f"dscp_to_tc[{dscp}]", tc, seen, f"hccn_tool -i <dev> -dscp_to_tc -s dscp {dscp} tc {tc}")
         if state.get("prio_tc") is not None:
@@ -215,6 +221,9 @@ def check_consistency(observed, policy=None):
     for group in ("host_nic", "switch"):
         for label, state in sorted((obs.get(group) or {}).items(), key=lambda kv: str(kv[0])):
             state = dict(state or {})
+            if "pfc" not in state and "pfc_priorities" in state:
+                # ascendai.vllm.host_pfc reports the enabled priorities under this name ('before')
+                state["pfc"] = state["pfc_priorities"]
             where = f"{group} {label}"
             tool = "ascendai.vllm.host_pfc" if group == "host_nic" else "the switch configuration (roce_qos switch)"
             if "pfc" in state:
@@ -225,7 +234,7 @@ def check_consistency(observed, policy=None):
             if "trust" in state and str(state["trust"]).lower() != "dscp":
                 add(where, "trust", "dscp", state["trust"], f"set DSCP trust with {tool}")
             if "dscp_prio" in state:
-                seen = {int(k): int(v) for k, v in dict(state["dscp_prio"] or {}).items()}.get(dscp)
+                seen = {int(k): _int_or_none(v) for k, v in dict(state["dscp_prio"] or {}).items()}.get(dscp)
                 if seen != prio:
                     add(where, f"dscp_prio[{dscp}]", prio, seen, f"map DSCP {dscp} to priority {prio} with {tool}")
     return issues

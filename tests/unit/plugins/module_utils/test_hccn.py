@@ -94,6 +94,10 @@ def test_parse_gateway_netdetect_tls_from_multinode_doc():
 def test_parse_netdetect_driver_format_and_unset():
     assert hccn.parse_netdetect(block(RENDERED, "-netdetect -g")) == "29.1.0.1"
     assert hccn.parse_netdetect("netdetect addr: 0.0.0.0\n") is None
+    # nothing set yet: no output at all (as -ip -g and -gateway -g); anything else unknown still fails
+    assert hccn.parse_netdetect("") is None and hccn.parse_netdetect("\n") is None
+    with pytest.raises(HccnError, match="unrecognised hccn_tool -netdetect -g output"):
+        hccn.parse_netdetect("netdetect: n/a\n")
 
 
 def test_parse_ping_910b1_and_multinode():

@@ -90,3 +90,13 @@ def test_derived_settings_are_consistent_with_policy(prio, dscp, tc):
                 "host_nic": {"y": {"pfc": nic["pfc_priorities"], "trust": nic["trust"], "dscp_prio": nic["dscp_prio"]}}}
     assert roce_qos.check_consistency(observed, pol) == []
     assert int(roce_qos.hccl_env(pol)["HCCL_RDMA_TC"]) % 4 == 0
+
+
+def test_consistency_takes_host_pfc_before_as_it_is():
+    # ascendai.vllm.host_pfc's 'before' (dcb backend): enabled priorities under 'pfc_priorities'
+    good = {"pfc_priorities": [4], "dscp_prio": {"33": 4}}
+    bad = {"pfc_priorities": [3, 4], "dscp_prio": {"33": None}}
+    issues = roce_qos.check_consistency({"host_nic": {"node1 ens1f0": good, "node2 ens1f0": bad}})
+    assert [(i["where"], i["setting"], i["observed"]) for i in issues] == [
+        ("host_nic node2 ens1f0", "pfc", [3, 4]), ("host_nic node2 ens1f0", "dscp_prio[33]", None)]
+    assert issues[0]["fix"] == "enable PFC on priority 4 only, with ascendai.vllm.host_pfc"
