@@ -90,8 +90,10 @@ def hccn_ping_table(data):
             "transmitted": _number(e.get("transmitted"), "transmitted", host, e),
             "loss_percent": _number(e.get("loss_percent"), "loss_percent", host, e),
         })
-    rows.sort(key=lambda r: (r["host"], r["device"], tuple(int(p) if p.isdigit() else 0
-                                                             for p in r["address"].split("."))))
+    def _order(row):
+        return (row["host"], row["device"], tuple(int(p) if p.isdigit() else 0 for p in row["address"].split(".")))
+
+    rows.sort(key=_order)
     for r in rows:
         for key in ("received", "transmitted"):
             if r[key] is None:
