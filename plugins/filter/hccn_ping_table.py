@@ -90,6 +90,7 @@ def hccn_ping_table(data):
             "transmitted": _number(e.get("transmitted"), "transmitted", host, e),
             "loss_percent": _number(e.get("loss_percent"), "loss_percent", host, e),
         })
+
     def _order(row):
         return (row["host"], row["device"], tuple(int(p) if p.isdigit() else 0 for p in row["address"].split(".")))
 
