@@ -2,7 +2,7 @@
 # The test command: everything CI runs, in order, failing on the first failure.
 #
 #   tools/test.sh            all stages
-#   tools/test.sh STAGE...   only these stages: lint units sanity ansible-lint molecule build
+#   tools/test.sh STAGE...   only these stages: lint units sanity ansible-lint build bundle molecule
 #
 # Sets up what it needs on a fresh machine: the venv (tools/bootstrap.sh), a Docker engine and
 # the sandbox images (tools/sandbox-host.sh). Molecule scenarios: every molecule/*/ directory,
@@ -11,7 +11,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 stages=("$@")
-[[ ${#stages[@]} -gt 0 ]] || stages=(lint units sanity ansible-lint build molecule)
+[[ ${#stages[@]} -gt 0 ]] || stages=(lint units sanity ansible-lint build bundle molecule)
 banner() { printf '\n===== %s =====\n' "$*"; }
 
 tools/bootstrap.sh
@@ -95,6 +95,13 @@ stage_build() {
   [[ -s build/dist/plugins.txt ]] || { echo "ansible-doc lists no plugins of ascendai.vllm"; return 1; }
 }
 
+stage_bundle() {
+  banner "ascend offline bundle for aarch64 (download.yml, from PyPI)"
+  # The default vllm-ascend row's aarch64 wheels (~500 MB) into .cache/bundle-ascend, then the checks of
+  # tests/unit/roles/test_offline_bundle_ascend.py (closed without an index, tags, manifest, re-run).
+  ASCENDAI_BUNDLE_TEST=1 python -m pytest -q -s tests/unit/roles/test_offline_bundle_ascend.py
+}
+
 stage_molecule() {
   banner "molecule"
   eval "$(tools/sandbox-host.sh | grep -E '^(BASE|SIM)_IMAGE=')"
@@ -131,6 +138,7 @@ for s in "${stages[@]}"; do
     sanity) stage_sanity ;;
     ansible-lint) stage_ansible_lint ;;
     build) stage_build ;;
+    bundle) stage_bundle ;;
     molecule) stage_molecule ;;
     *) echo "unknown stage: $s" >&2; exit 2 ;;
   esac

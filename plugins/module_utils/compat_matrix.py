@@ -16,6 +16,12 @@ Version strings are matched like this:
 * a full version must be equal, ignoring a leading ``v``, letter case (``8.2.rc1`` == ``8.2.RC1``) and a local
   label (``2.10.0+cpu`` == ``2.10.0``);
 * vllm-ascend post releases belong to the row of their base release (``0.23.0.post1`` -> row ``v0.23.0``);
+* torch_npu matches on its release (major.minor.micro): post, dev and local labels aside, ``2.7.1`` and
+  ``2.7.1.post1`` are builds of one torch_npu for one torch. The published vllm-ascend wheels pin the label
+  themselves, and two of them differ from the doc's row: v0.11.0 requires ``torch-npu==2.7.1`` (row:
+  2.7.1.post1), v0.18.0 ``torch-npu==2.9.0`` (row: 2.9.0.post1+git4c901a4), read from the ``Requires-Dist`` of
+  the PyPI wheels (vllm_ascend-0.11.0/0.18.0-cp311-*-aarch64.whl, 2026-12-02). Installers therefore pin
+  ``torch-npu==<release>.*`` (the row's ``torch_npu_pin``) and let the vllm-ascend wheel choose the build;
 * vLLM must fall inside the row's vLLM range and share major.minor with the vllm-ascend release
   (every row of the table pairs the same major.minor), a vLLM post release counts as its base release;
 * Python is compared on major.minor against the row's range.
@@ -128,12 +134,27 @@ def version_matches(wanted, actual):
     return want.exact_key() == have.exact_key()
 
 
+def release_pin(version):
+    """The PEP 440 prefix pin of a version's release: ``2.9.0.post1+git4c901a4`` -> ``2.9.0.*``."""
+    release = list(parse_version(version).release[:3])
+    release += [0] * (3 - len(release))
+    return ".".join(str(part) for part in release) + ".*"
+
+
+def same_release(wanted, actual):
+    """True when ``actual`` is a build of ``wanted``'s release: ``2.7.1`` and ``2.7.1.post1`` are."""
+    want = parse_version(wanted).release[:3]
+    have = parse_version(actual).release[:3]
+    return want + (0,) * (3 - len(want)) == have + (0,) * (3 - len(have))
+
+
 def _row_dict(entry):
     row = dict(zip(_ROW_KEYS, entry))
     row["cann"] = list(row["cann"])
     same = row["vllm_min"] == row["vllm_max"]
     row["vllm"] = row["vllm_min"] if same else f"{row['vllm_min']} ... {row['vllm_max']}"
     row["python"] = f"{row['python_min']}-{row['python_max']}"
+    row["torch_npu_pin"] = release_pin(row["torch_npu"])
     row["source"] = SOURCE
     return row
 
@@ -210,8 +231,9 @@ def _component_problems(row, cann=None, python=None, torch=None, torch_npu=None,
         problems.append(f"Python {python} is outside that row's Python {row['python']}")
     if torch is not None and not version_matches(row["torch"], torch):
         problems.append(f"torch {torch} is not that row's torch {row['torch']}")
-    if torch_npu is not None and not version_matches(row["torch_npu"], torch_npu):
-        problems.append(f"torch_npu {torch_npu} is not that row's torch_npu {row['torch_npu']}")
+    if torch_npu is not None and not same_release(row["torch_npu"], torch_npu):
+        problems.append(f"torch_npu {torch_npu} is not a build of that row's torch_npu {row['torch_npu']} "
+                        f"({row['torch_npu_pin']})")
     if vllm is not None and not _vllm_ok(row, vllm, vllm_ascend):
         extra = " (same major.minor as vllm-ascend)" if row["vllm_min"] != row["vllm_max"] else ""
         problems.append(f"vLLM {vllm} is not that row's vLLM {row['vllm']}{extra}")

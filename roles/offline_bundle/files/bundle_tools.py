@@ -3,8 +3,8 @@
 """Helpers of the offline_bundle role (run on the download machine, stdlib only).
 
     bundle_tools.py sdist-requirements SDIST.tar.gz   runtime requirements of a vLLM sdist, one a line
-    bundle_tools.py sdist-build-requirements SDIST    its [build-system] requires (resolved apart: vLLM 0.23.0
-                                                      builds against torch 2.11.0, vllm-ascend runs torch 2.10.0)
+    bundle_tools.py sdist-build-requirements SDIST    any sdist's [build-system] requires (resolved apart: vLLM
+                                                      0.23.0 builds against torch 2.11.0, vllm-ascend runs 2.10.0)
     bundle_tools.py manifest DIR                      "sha256  relative/path" of every file under DIR (no dot folders)
 """
 
@@ -67,27 +67,32 @@ def build_requires(pyproject_text):
     return re.findall(r"[\"']([^\"']+)[\"']", found.group(1)) if found else []
 
 
+# What pip builds an sdist with when its pyproject.toml names no [build-system] (PEP 517 fallback).
+LEGACY_BUILD_REQUIRES = ["setuptools>=40.8.0", "wheel"]
+
+
 def sdist_requirements(path, build=False):
-    """Runtime requirements (requirements/common.txt and its includes) of an sdist, or with ``build`` its
-    ``[build-system] requires``."""
+    """Runtime requirements (requirements/common.txt and its includes) of a vLLM sdist, or with ``build`` the
+    ``[build-system] requires`` of any sdist (pip's fallback set when it names none)."""
     with tarfile.open(path, "r:*") as tar:
         names = tar.getnames()
         roots = sorted({name.split("/", 1)[0] for name in names if "/" in name})
         if len(roots) != 1:
             raise ValueError(f"{path}: expected one top-level directory, found {roots}")
         root = roots[0]
-        runtime_file = next((f for f in RUNTIME_FILES if posixpath.join(root, f) in names), None)
-        if runtime_file is None:
-            raise ValueError(f"{path}: none of {', '.join(RUNTIME_FILES)} in the sdist")
-        base = posixpath.dirname(runtime_file)
-
-        def read_include(name):
-            return _read_member(tar, root, posixpath.normpath(posixpath.join(base, name)))
-
         if build:
             pyproject = _read_member(tar, root, "pyproject.toml")
-            lines = build_requires(pyproject) if pyproject else []
+            has_system = pyproject is not None and re.search(r"(?m)^\[build-system\]", pyproject)
+            lines = build_requires(pyproject) if has_system else list(LEGACY_BUILD_REQUIRES)
         else:
+            runtime_file = next((f for f in RUNTIME_FILES if posixpath.join(root, f) in names), None)
+            if runtime_file is None:
+                raise ValueError(f"{path}: none of {', '.join(RUNTIME_FILES)} in the sdist")
+            base = posixpath.dirname(runtime_file)
+
+            def read_include(name):
+                return _read_member(tar, root, posixpath.normpath(posixpath.join(base, name)))
+
             seen = {posixpath.basename(runtime_file)}
             lines = requirement_lines(_read_member(tar, root, runtime_file), read_include, seen)
     unique = []

@@ -23,8 +23,10 @@ except ImportError:  # pragma: no cover
     metadata = None
 
 try:
+    from pip._vendor.packaging.specifiers import SpecifierSet
     from pip._vendor.packaging.version import InvalidVersion, Version
 except ImportError:  # pragma: no cover - a venv always has pip, but do without
+    SpecifierSet = None
     Version = None
     InvalidVersion = ValueError
 
@@ -34,8 +36,25 @@ def canonical_name(name):
     return re.sub(r"[-_.]+", "-", str(name)).lower()
 
 
+def _release(text):
+    match = re.match(r"\s*v?(\d+(?:\.\d+)*)", str(text))
+    return tuple(int(part) for part in match.group(1).split(".")) if match else None
+
+
 def same_version(wanted, installed):
-    """True when two version strings are the same release (PEP 440 normal form when packaging is there)."""
+    """True when ``installed`` is ``wanted`` (PEP 440 normal form when packaging is there).
+
+    A wanted ``2.7.1.*`` is pip's prefix pin: any build of release 2.7.1 (``2.7.1``, ``2.7.1.post1``).
+    """
+    if str(wanted).endswith(".*"):
+        if SpecifierSet is not None:
+            try:
+                return SpecifierSet("==" + str(wanted), prereleases=True).contains(str(installed))
+            except InvalidVersion:
+                pass
+        want = _release(str(wanted)[:-2])
+        have = _release(installed)
+        return want is not None and have is not None and have[:len(want)] == want
     if Version is not None:
         try:
             return Version(str(wanted)) == Version(str(installed))

@@ -83,6 +83,37 @@ def test_sdist_without_requirements_is_refused(tmp_path):
         bundle_tools.sdist_requirements(str(sdist))
 
 
+ARCTIC_PYPROJECT = """[build-system]
+requires = [
+    "setuptools>=61.0",
+    "wheel",
+    "nanobind==2.9.2",
+    # uv pip install vllm==0.9.1 --dry-run 2>&1 | grep protobuf | sed 's/^ + //'
+    "protobuf==5.29.5",
+    "torch == 2.7.0",
+]
+build-backend = "setuptools.build_meta"
+"""
+
+
+def test_build_requirements_of_any_sdist(tmp_path):
+    """arctic-inference 0.1.1 (vllm-ascend >= 0.13 pins it; no aarch64 wheel): no requirements/common.txt."""
+    sdist = tmp_path / "arctic_inference-0.1.1.tar.gz"
+    make_sdist(sdist, {"pyproject.toml": ARCTIC_PYPROJECT, "setup.py": ""}, root="arctic_inference-0.1.1")
+    assert bundle_tools.sdist_requirements(str(sdist), build=True) == [
+        "setuptools>=61.0", "wheel", "nanobind==2.9.2", "protobuf==5.29.5", "torch == 2.7.0"]
+
+
+@pytest.mark.parametrize("pyproject", [None, "[tool.black]\nline-length = 100\n"])
+def test_build_requirements_fall_back_like_pip(tmp_path, pyproject):
+    sdist = tmp_path / "old-1.0.tar.gz"
+    files = {"setup.py": "from setuptools import setup\nsetup()\n"}
+    if pyproject:
+        files["pyproject.toml"] = pyproject
+    make_sdist(sdist, files, root="old-1.0")
+    assert bundle_tools.sdist_requirements(str(sdist), build=True) == ["setuptools>=40.8.0", "wheel"]
+
+
 def test_build_requires_without_tomllib(monkeypatch):
     monkeypatch.setattr(bundle_tools, "tomllib", None)
     assert bundle_tools.build_requires(PYPROJECT) == [

@@ -51,8 +51,24 @@ def test_canonical_name():
     ("2.9.0.post1+git4c901a4", "2.9.0.post1+git4c901a4", True),
     ("2.10.0", "2.10.0.post4", False),
     ("0.23.0", "0.23.0.post1", False),
+    # the role's torch-npu pin by release
+    ("2.7.1.*", "2.7.1", True),
+    ("2.7.1.*", "2.7.1.post1", True),
+    ("2.9.0.*", "2.9.0.post1+git4c901a4", True),
+    ("2.7.1.*", "2.7.1.dev20250724", True),
+    ("2.7.1.*", "2.7.10", False),
+    ("2.7.1.*", "2.8.0", False),
 ])
 def test_same_version(wanted, installed, same):
+    assert venv_state.same_version(wanted, installed) is same
+
+
+@pytest.mark.parametrize(("wanted", "installed", "same"), [
+    ("2.7.1.*", "2.7.1.post1", True), ("2.7.1.*", "2.7.10", False), ("2.7.*", "2.7.1", True),
+    ("2.7.1.*", "not-a-version", False),
+])
+def test_prefix_pin_without_packaging(monkeypatch, wanted, installed, same):
+    monkeypatch.setattr(venv_state, "SpecifierSet", None)
     assert venv_state.same_version(wanted, installed) is same
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from packaging.specifiers import SpecifierSet
 from ansible_collections.ascendai.vllm.plugins.module_utils import compat_matrix as cm
 from hypothesis import given
 from hypothesis import strategies as st
@@ -70,7 +71,8 @@ def test_good_combination():
 @pytest.mark.parametrize(("kwargs", "fragment"), [
     ({"python": "3.12"}, "Python 3.12 is outside that row's Python 3.10-3.11"),
     ({"torch": "2.10.0"}, "torch 2.10.0 is not that row's torch 2.9.0"),
-    ({"torch_npu": "2.9.0"}, "torch_npu 2.9.0 is not that row's torch_npu 2.9.0.post1+git4c901a4"),
+    ({"torch_npu": "2.10.0"}, "torch_npu 2.10.0 is not a build of that row's torch_npu 2.9.0.post1+git4c901a4 "
+                              "(2.9.0.*)"),
     ({"vllm": "0.17.0"}, "vLLM 0.17.0 is not that row's vLLM 0.18.0"),
     ({"cann": "8.5.0"}, "CANN 8.5.0 is not the CANN of that row (8.5.1)"),
 ])
@@ -161,3 +163,35 @@ def test_garbage_is_rejected_or_parsed(text):
     except ValueError:
         return
     assert version.release
+
+
+@pytest.mark.parametrize(("version", "pin"), [
+    ("2.7.1.post1", "2.7.1.*"), ("2.9.0.post1+git4c901a4", "2.9.0.*"), ("2.5.1.post1.dev20250619", "2.5.1.*"),
+    ("2.8", "2.8.0.*"), ("2.10.0", "2.10.0.*"),
+])
+def test_release_pin(version, pin):
+    assert cm.release_pin(version) == pin
+
+
+@pytest.mark.parametrize(("wanted", "actual", "same"), [
+    ("2.7.1.post1", "2.7.1", True), ("2.7.1", "2.7.1.post2", True), ("2.9.0.post1+git4c901a4", "2.9.0", True),
+    ("2.7.1.dev20250724", "2.7.1", True), ("2.8", "2.8.0.post2", True),
+    ("2.7.1.post1", "2.7.2", False), ("2.10.0", "2.1.0", False), ("2.8.0", "2.9.0", False),
+])
+def test_same_release(wanted, actual, same):
+    assert cm.same_release(wanted, actual) is same
+
+
+@pytest.mark.parametrize(("vllm_ascend", "wheel_pin"), [
+    # torch-npu as the published vllm-ascend wheels pin it (Requires-Dist of the PyPI aarch64 wheels): two
+    # differ from the doc's row by their post label only, and must still pass.
+    ("0.11.0", "2.7.1"), ("0.18.0", "2.9.0"), ("0.13.0", "2.8.0.post2"), ("0.9.1", "2.5.1.post1"),
+    ("0.23.0", "2.10.0.post4"), ("0.10.0rc1", "2.7.1.dev20250724"),
+])
+def test_published_wheel_pins_fit_their_rows(vllm_ascend, wheel_pin):
+    result = cm.check_combination(vllm_ascend=vllm_ascend, torch_npu=wheel_pin)
+    assert result["ok"], result["problems"]
+    # and pip's reading of the installers' pin takes the wheel's build
+    pin = SpecifierSet("==" + cm.find_row(vllm_ascend)["torch_npu_pin"], prereleases=True)
+    assert pin.contains(wheel_pin)
+    assert not pin.contains("2.14.0")
