@@ -21,7 +21,7 @@ options:
   _input:
     description:
       - The vllm-ascend release (for example C(0.23.0)), or a mapping with any of the keys C(vllm_ascend),
-        C(vllm), C(python), C(cann), C(torch), C(torch_npu); keyword arguments override the mapping.
+        C(vllm), C(python), C(cann), C(torch), C(torch_npu), C(glibc); keyword arguments override the mapping.
     type: raw
     required: true
   vllm:
@@ -37,7 +37,12 @@ options:
     description: The torch version.
     type: str
   torch_npu:
-    description: The torch_npu version.
+    description: The torch_npu version; any build of the row's release fits (C(2.7.1) and C(2.7.1.post1)).
+    type: str
+  glibc:
+    description:
+      - The C library of an aarch64 node (C(getconf GNU_LIBC_VERSION), for example C(2.28) on Kylin V10); it must be
+        at least the glibc the row's aarch64 wheels are built for (manylinux tags; v0.20 and later need 2.34).
     type: str
 """
 
@@ -60,14 +65,15 @@ _value:
       the other components).
     - Keys C(label), C(vllm_ascend_min), C(vllm_ascend_max), C(vllm), C(vllm_min), C(vllm_max), C(python),
       C(python_min), C(python_max), C(cann) (list), C(torch), C(torch_npu), C(torch_npu_pin) (the pip prefix pin of
-      torch_npu's release, for example C(2.7.1.*)), C(triton_ascend), C(source).
+      torch_npu's release, for example C(2.7.1.*)), C(triton_ascend), C(glibc) (the oldest glibc its aarch64
+      wheels install on), C(source).
   type: dict
 """
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ascendai.vllm.plugins.module_utils.compat_matrix import check_combination, combination_error
 
-_KEYS = ("vllm_ascend", "vllm", "python", "cann", "torch", "torch_npu")
+_KEYS = ("vllm_ascend", "vllm", "python", "cann", "torch", "torch_npu", "glibc")
 
 
 def _version_text(name, value):
@@ -81,7 +87,7 @@ def _version_text(name, value):
     return str(value).strip() or None
 
 
-def compat_check(data, vllm=None, python=None, cann=None, torch=None, torch_npu=None):
+def compat_check(data, vllm=None, python=None, cann=None, torch=None, torch_npu=None, glibc=None):
     """Return the compatibility row for the stack or raise AnsibleFilterError naming the row that would work."""
     if isinstance(data, dict):
         unknown = sorted(set(data) - set(_KEYS))
@@ -91,7 +97,7 @@ def compat_check(data, vllm=None, python=None, cann=None, torch=None, torch_npu=
     else:
         components = dict.fromkeys(_KEYS)
         components["vllm_ascend"] = data
-    overrides = {"vllm": vllm, "python": python, "cann": cann, "torch": torch, "torch_npu": torch_npu}
+    overrides = {"vllm": vllm, "python": python, "cann": cann, "torch": torch, "torch_npu": torch_npu, "glibc": glibc}
     components.update({key: value for key, value in overrides.items() if value is not None})
     components = {key: _version_text(key, value) for key, value in components.items()}
     try:

@@ -31,7 +31,8 @@ _value:
   description:
     - Keys C(label), C(vllm_ascend_min), C(vllm_ascend_max), C(vllm), C(vllm_min), C(vllm_max), C(python),
       C(python_min), C(python_max), C(cann) (list), C(torch), C(torch_npu), C(torch_npu_pin) (the pip prefix pin of
-      torch_npu's release, for example C(2.7.1.*)), C(triton_ascend), C(source).
+      torch_npu's release, for example C(2.7.1.*)), C(triton_ascend), C(glibc) (the oldest glibc its aarch64
+      wheels install on), C(source).
   type: dict
 """
 

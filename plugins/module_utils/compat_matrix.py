@@ -33,34 +33,43 @@ import copy
 import re
 
 # Each row: label (as printed in the doc), the vllm-ascend releases it covers (inclusive range), the vLLM
-# range, Python range, CANN versions, torch, torch_npu, Triton-Ascend.
+# range, Python range, CANN versions, torch, torch_npu, Triton-Ascend, and the oldest glibc the row's aarch64
+# wheels install on. That last column is not in the doc: it is the highest manylinux_2_N tag among the cp311
+# aarch64 wheels of vllm-ascend, torch, torch-npu and triton-ascend as PyPI publishes them (read 2026-12-02):
+# 2.17 up to v0.9.x, 2.28 from v0.10 (torch and torch-npu manylinux_2_28), 2.34 from v0.20 (vllm-ascend ships
+# manylinux_2_34 aarch64 wheels only). Kylin V10 has glibc 2.28, openEuler 22.03 2.34, Ubuntu 22.04 2.35.
 _TABLE = (
-    # (label, vllm_ascend min, max, vLLM min, max, Python min, max, CANN, torch, torch_npu, Triton-Ascend)
-    ("v0.7.3 / v0.7.3.post1", "0.7.3", "0.7.3", "0.7.3", "0.7.3", "3.9", "3.11", ("8.1.RC1",), "2.5.1", "2.5.1", None),
-    ("v0.8.4rc2", "0.8.4rc2", "0.8.4rc2", "0.8.4", "0.8.4", "3.9", "3.11", ("8.0.0",), "2.5.1", "2.5.1", None),
+    # (label, vllm_ascend min, max, vLLM min, max, Python min, max, CANN, torch, torch_npu, Triton-Ascend, glibc)
+    ("v0.7.3 / v0.7.3.post1", "0.7.3", "0.7.3", "0.7.3", "0.7.3", "3.9", "3.11", ("8.1.RC1",), "2.5.1", "2.5.1",
+     None, "2.17"),
+    ("v0.8.4rc2", "0.8.4rc2", "0.8.4rc2", "0.8.4", "0.8.4", "3.9", "3.11", ("8.0.0",), "2.5.1", "2.5.1", None, "2.17"),
     ("v0.8.5rc1", "0.8.5rc1", "0.8.5rc1", "0.8.5.post1", "0.8.5.post1", "3.9", "3.11", ("8.1.RC1",), "2.5.1", "2.5.1",
-     None),
+     None, "2.17"),
     ("v0.9.0rc1 / v0.9.0rc2", "0.9.0rc1", "0.9.0rc2", "0.9.0", "0.9.0", "3.9", "3.11", ("8.1.RC1",), "2.5.1", "2.5.1",
-     None),
-    ("v0.9.1", "0.9.1", "0.9.1", "0.9.1", "0.9.1", "3.9", "3.11", ("8.2.RC1",), "2.5.1", "2.5.1.post1", None),
+     None, "2.17"),
+    ("v0.9.1", "0.9.1", "0.9.1", "0.9.1", "0.9.1", "3.9", "3.11", ("8.2.RC1",), "2.5.1", "2.5.1.post1", None, "2.17"),
     ("v0.9.2rc1", "0.9.2rc1", "0.9.2rc1", "0.9.2", "0.9.2", "3.9", "3.11", ("8.1.RC1",), "2.5.1",
-     "2.5.1.post1.dev20250619", None),
+     "2.5.1.post1.dev20250619", None, "2.17"),
     ("v0.10.0rc1 ... v0.10.2rc1", "0.10.0rc1", "0.10.2rc1", "0.10.0", "0.10.2", "3.9", "3.11", ("8.2.RC1",), "2.7.1",
-     "2.7.1.dev20250724", None),
-    ("v0.11.0", "0.11.0", "0.11.0", "0.11.0", "0.11.0", "3.9", "3.11", ("8.3.RC2",), "2.7.1", "2.7.1.post1", None),
-    ("v0.12.0rc1", "0.12.0rc1", "0.12.0rc1", "0.12.0", "0.12.0", "3.10", "3.11", ("8.3.RC2",), "2.8.0", "2.8.0", None),
-    ("v0.13.0", "0.13.0", "0.13.0", "0.13.0", "0.13.0", "3.10", "3.11", ("8.5.0",), "2.8.0", "2.8.0.post2", "3.2.0"),
+     "2.7.1.dev20250724", None, "2.28"),
+    ("v0.11.0", "0.11.0", "0.11.0", "0.11.0", "0.11.0", "3.9", "3.11", ("8.3.RC2",), "2.7.1", "2.7.1.post1",
+     None, "2.28"),
+    ("v0.12.0rc1", "0.12.0rc1", "0.12.0rc1", "0.12.0", "0.12.0", "3.10", "3.11", ("8.3.RC2",), "2.8.0", "2.8.0",
+     None, "2.28"),
+    ("v0.13.0", "0.13.0", "0.13.0", "0.13.0", "0.13.0", "3.10", "3.11", ("8.5.0",), "2.8.0", "2.8.0.post2",
+     "3.2.0", "2.28"),
     ("v0.14.0rc1 ... v0.17.0rc1", "0.14.0rc1", "0.17.0rc1", "0.14.1", "0.17.0", "3.10", "3.11", ("8.5.0", "8.5.1"),
-     "2.9.0", "2.9.0", "3.2.0"),
+     "2.9.0", "2.9.0", "3.2.0", "2.28"),
     ("v0.18.0", "0.18.0", "0.18.0", "0.18.0", "0.18.0", "3.10", "3.11", ("8.5.1",), "2.9.0", "2.9.0.post1+git4c901a4",
-     "3.2.0.dev20260322"),
+     "3.2.0.dev20260322", "2.28"),
     ("v0.20.2rc1 ... v0.22.1rc1", "0.20.2rc1", "0.22.1rc1", "0.20.2", "0.22.1", "3.10", "3.12", ("9.0.0",), "2.10.0",
-     "2.10.0", "3.2.1"),
-    ("v0.23.0", "0.23.0", "0.23.0", "0.23.0", "0.23.0", "3.10", "3.12", ("9.1.0",), "2.10.0", "2.10.0.post4", "3.2.2"),
+     "2.10.0", "3.2.1", "2.34"),
+    ("v0.23.0", "0.23.0", "0.23.0", "0.23.0", "0.23.0", "3.10", "3.12", ("9.1.0",), "2.10.0", "2.10.0.post4",
+     "3.2.2", "2.34"),
 )
 
 _ROW_KEYS = ("label", "vllm_ascend_min", "vllm_ascend_max", "vllm_min", "vllm_max", "python_min", "python_max",
-             "cann", "torch", "torch_npu", "triton_ascend")
+             "cann", "torch", "torch_npu", "triton_ascend", "glibc")
 
 SOURCE = ("vllm-ascend docs/source/community/versioning_policy.md @182b75e (2026-08-22); "
           "shared/research/ascend-facts.md section 7.1")
@@ -222,9 +231,17 @@ def _vllm_ok(row, vllm, vllm_ascend):
     return parse_version(vllm_ascend).release[:2] == have.release[:2]
 
 
-def _component_problems(row, cann=None, python=None, torch=None, torch_npu=None, vllm=None, vllm_ascend=None):
+def _glibc_ok(row, glibc):
+    return parse_version(glibc).release[:2] >= parse_version(row["glibc"]).release[:2]
+
+
+def _component_problems(row, cann=None, python=None, torch=None, torch_npu=None, vllm=None, vllm_ascend=None,
+                        glibc=None):
     """Human-readable mismatches between the given components and ``row``."""
     problems = []
+    if glibc is not None and not _glibc_ok(row, glibc):
+        problems.append(f"glibc {glibc} is older than the glibc {row['glibc']} that row's aarch64 wheels need "
+                        f"(manylinux_{row['glibc'].replace('.', '_')}; Kylin V10 has 2.28, openEuler 22.03 2.34)")
     if cann is not None and not any(version_matches(cann, want) for want in row["cann"]):
         problems.append(f"CANN {cann} is not the CANN of that row ({' or '.join(row['cann'])})")
     if python is not None and not _python_ok(row, python):
@@ -240,10 +257,11 @@ def _component_problems(row, cann=None, python=None, torch=None, torch_npu=None,
     return problems
 
 
-def check_combination(vllm_ascend=None, cann=None, python=None, torch=None, torch_npu=None, vllm=None):
+def check_combination(vllm_ascend=None, cann=None, python=None, torch=None, torch_npu=None, vllm=None, glibc=None):
     """Check one software stack against the table.
 
-    Every argument is a version string or ``None`` (not checked). Returns a dict:
+    Every argument is a version string or ``None`` (not checked); ``glibc`` is an aarch64 node's C library
+    (``getconf GNU_LIBC_VERSION``), checked against the wheels of the row. Returns a dict:
 
     ``ok``
         True when the stack fits one row.
@@ -257,7 +275,7 @@ def check_combination(vllm_ascend=None, cann=None, python=None, torch=None, torc
 
     Raises ValueError for a string that is not a version (the caller names the input).
     """
-    given = {"cann": cann, "python": python, "torch": torch, "torch_npu": torch_npu}
+    given = {"cann": cann, "python": python, "torch": torch, "torch_npu": torch_npu, "glibc": glibc}
     for name, value in list(given.items()) + [("vllm_ascend", vllm_ascend), ("vllm", vllm)]:
         if value is not None:
             try:
@@ -297,11 +315,11 @@ def check_combination(vllm_ascend=None, cann=None, python=None, torch=None, torc
 
 
 _PRETTY = {"vllm_ascend": "vllm-ascend", "vllm": "vLLM", "python": "Python", "cann": "CANN", "torch": "torch",
-           "torch_npu": "torch_npu"}
+           "torch_npu": "torch_npu", "glibc": "glibc"}
 
 
 def _stack_text(**components):
-    order = ("vllm_ascend", "vllm", "python", "cann", "torch", "torch_npu")
+    order = ("vllm_ascend", "vllm", "python", "cann", "torch", "torch_npu", "glibc")
     parts = [f"{_PRETTY[name]} {components[name]}" for name in order if components.get(name) is not None]
     return ", ".join(parts) or "an empty stack"
 
@@ -323,5 +341,12 @@ def combination_error(result, **components):
             lines.append(f"(other rows that also fit: {rest})")
     elif others:
         lines.append(f"No row of the table accepts {_stack_text(**others)} together.")
+    glibc = components.get("glibc")
+    if glibc is not None and result["row"] is not None and not _glibc_ok(result["row"], glibc):
+        fits = [row for row in reversed(ROWS) if _glibc_ok(row, glibc)]
+        if fits:
+            lines.append(f"On glibc {glibc} the newest row whose aarch64 wheels install is {describe_row(fits[0])}; "
+                         f"or move to an OS with glibc {result['row']['glibc']} or later (openEuler 22.03+, "
+                         "Ubuntu 22.04).")
     lines.append(f"Source: {SOURCE}.")
     return "\n".join(lines)

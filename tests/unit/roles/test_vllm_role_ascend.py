@@ -141,3 +141,38 @@ def test_ascend_install_steps(tmp_path, vllm_ascend, torch, torch_npu, vllm, dec
     changed, stdout = run_role(tmp_path, venv, wheelhouse, vllm_ascend)
     assert changed == 0, stdout[-3000:]
     assert re.search(r"Install from the wheelhouse\] \*+\nskipping", stdout), stdout[-3000:]
+
+
+@pytest.mark.skipif(not os.path.exists(PLAYBOOK), reason="the toolchain venv has no ansible-playbook")
+@pytest.mark.parametrize(("vllm_ascend", "cann", "glibc", "error"), [
+    ("0.23.0", "9.1.0", "2.28", "glibc 2.28 is older than the glibc 2.34 that row's aarch64 wheels need"),
+    ("0.11.0", "8.3.RC2", "2.28", None),
+    ("0.23.0", "9.1.0", "2.34", None),
+])
+def test_preflight_checks_the_glibc_of_an_aarch64_node(tmp_path, vllm_ascend, cann, glibc, error):
+    """playbooks/preflight.yml's vllm check (compat.yml) on a Kylin V10-like aarch64 node: getconf says 2.28."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    getconf = fake / "getconf"
+    getconf.write_text(f"#!/bin/sh\n[ \"$1\" = GNU_LIBC_VERSION ] && echo 'glibc {glibc}'\n")
+    getconf.chmod(0o755)
+    play = tmp_path / "play.yml"
+    play.write_text(json.dumps([{
+        "name": "compat", "hosts": "localhost", "gather_facts": False,
+        "vars": {"ansible_python_interpreter": sys.executable, "_vllm_arch": "aarch64"},
+        "tasks": [{"ansible.builtin.include_role": {"name": "ascendai.vllm.vllm", "tasks_from": "compat.yml"},
+                   "vars": {"vllm_flavour": "ascend", "vllm_ascend_version": vllm_ascend,
+                            "ascend_cann_version": cann}},
+                  {"ansible.builtin.debug": {"msg": "glibc={{ _vllm_glibc }}"}}],
+    }]))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOCALHOST_WARNING="0", PATH=f"{fake}:{os.environ['PATH']}")
+    out = subprocess.run([PLAYBOOK, "-i", "localhost,", "-c", "local", "-e", "_vllm_arch=aarch64", str(play)],
+                         capture_output=True, text=True, env=env, cwd=str(tmp_path), check=False)
+    if error:
+        assert out.returncode != 0, out.stdout[-3000:]
+        assert error in out.stdout + out.stderr
+        assert "On glibc 2.28 the newest row whose aarch64 wheels install is vllm-ascend v0.18.0" in out.stdout
+    else:
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+        assert f"glibc={glibc}" in out.stdout

@@ -85,3 +85,9 @@ def test_through_ansible_with_fqcn(tmp_path):
                          capture_output=True, text=True, env=env, check=False, timeout=120)
     assert bad.returncode != 0
     assert "vllm-ascend v0.9.2rc1" in bad.stdout + bad.stderr
+
+
+def test_glibc_of_an_aarch64_node():
+    assert compat_check({"vllm_ascend": "0.11.0", "cann": "8.3.RC2"}, glibc="2.28")["glibc"] == "2.28"
+    with pytest.raises(AnsibleFilterError, match=r"glibc 2\.28 is older than the glibc 2\.34"):
+        compat_check({"vllm_ascend": "0.23.0", "glibc": "2.28"})

@@ -195,3 +195,25 @@ def test_published_wheel_pins_fit_their_rows(vllm_ascend, wheel_pin):
     pin = SpecifierSet("==" + cm.find_row(vllm_ascend)["torch_npu_pin"], prereleases=True)
     assert pin.contains(wheel_pin)
     assert not pin.contains("2.14.0")
+
+
+@pytest.mark.parametrize(("vllm_ascend", "glibc", "ok"), [
+    ("0.11.0", "2.28", True),     # Kylin V10
+    ("0.18.0", "2.28", True),
+    ("0.23.0", "2.28", False),    # vllm-ascend >= 0.20: manylinux_2_34 aarch64 wheels only
+    ("0.23.0", "2.34", True),     # openEuler 22.03
+    ("0.20.2rc1", "2.35", True),  # Ubuntu 22.04
+    ("0.9.1", "2.17", True),
+    ("0.11.0", "2.17", False),
+])
+def test_glibc_of_the_aarch64_wheels(vllm_ascend, glibc, ok):
+    result = cm.check_combination(vllm_ascend=vllm_ascend, glibc=glibc)
+    assert result["ok"] is ok, result["problems"]
+
+
+def test_kylin_v10_with_vllm_ascend_023_names_the_rows_that_install():
+    result = cm.check_combination(vllm_ascend="0.23.0", glibc="2.28")
+    message = cm.combination_error(result, vllm_ascend="0.23.0", glibc="2.28")
+    assert "glibc 2.28 is older than the glibc 2.34 that row's aarch64 wheels need (manylinux_2_34" in message
+    assert "Or keep glibc 2.28 and use the row that works with it: vllm-ascend v0.18.0" in message
+    assert "On glibc 2.28 the newest row whose aarch64 wheels install is vllm-ascend v0.18.0" in message

@@ -1,0 +1,49 @@
+"""roles/offline_bundle preflight: an ascend target whose glibc (manylinux tag) cannot take the row's aarch64
+wheels is refused before anything is downloaded, naming the row that would install."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+PLAYBOOK = os.path.join(ROOT, ".venv", "bin", "ansible-playbook")
+
+
+def run_preflight(tmp_path, vllm_ascend, platform):
+    target = {"name": "aarch64", "flavour": "ascend", "platforms": [platform],
+              "uv_platform": "aarch64-" + platform.rsplit("_", 1)[0], "python_version": "3.11"}
+    play = tmp_path / "play.yml"
+    play.write_text(json.dumps([{
+        "name": "bundle preflight", "hosts": "localhost", "gather_facts": False,
+        "vars": {"ansible_python_interpreter": sys.executable},
+        "roles": [{"role": "ascendai.vllm.offline_bundle", "offline_bundle_vllm_ascend_version": vllm_ascend,
+                   "offline_bundle_targets": [target], "offline_bundle_dir": str(tmp_path / "bundle"),
+                   "offline_bundle_uv": os.path.join(ROOT, ".venv", "bin", "uv")}],
+    }]))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
+               ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0")
+    return subprocess.run([PLAYBOOK, "-i", "localhost,", "-c", "local", "--tags", "offline_bundle_preflight",
+                           str(play)], capture_output=True, text=True, env=env, cwd=str(tmp_path), check=False)
+
+
+@pytest.mark.skipif(not os.path.exists(PLAYBOOK), reason="the toolchain venv has no ansible-playbook")
+@pytest.mark.parametrize(("vllm_ascend", "platform", "refused"), [
+    ("0.23.0", "manylinux_2_28_aarch64", True),
+    ("0.23.0", "manylinux_2_34_aarch64", False),
+    ("0.11.0", "manylinux_2_28_aarch64", False),
+    ("0.11.0", "manylinux_2_17_aarch64", True),
+])
+def test_target_glibc_against_the_row(tmp_path, vllm_ascend, platform, refused):
+    out = run_preflight(tmp_path, vllm_ascend, platform)
+    if refused:
+        assert out.returncode != 0, out.stdout[-3000:]
+        assert "that row's aarch64 wheels need" in out.stdout
+        assert "the newest row whose aarch64 wheels install is" in out.stdout
+        assert not (tmp_path / "bundle" / "wheels").exists()
+    else:
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
