@@ -44,7 +44,9 @@ def _release(text):
 def same_version(wanted, installed):
     """True when ``installed`` is ``wanted`` (PEP 440 normal form when packaging is there).
 
-    A wanted ``2.7.1.*`` is pip's prefix pin: any build of release 2.7.1 (``2.7.1``, ``2.7.1.post1``).
+    A wanted ``2.7.1.*`` is pip's prefix pin: any build of release 2.7.1 (``2.7.1``, ``2.7.1.post1``). A wanted
+    version without a local label matches an installed one with any (``0.11.0`` and ``0.11.0+empty``), as pip's
+    ``==`` does.
     """
     if str(wanted).endswith(".*"):
         if SpecifierSet is not None:
@@ -57,10 +59,18 @@ def same_version(wanted, installed):
         return want is not None and have is not None and have[:len(want)] == want
     if Version is not None:
         try:
-            return Version(str(wanted)) == Version(str(installed))
+            want, have = Version(str(wanted)), Version(str(installed))
+            if not want.local:
+                # PEP 440: a pin without a local label matches any (vLLM built for no device is 0.11.0+empty)
+                have = Version(have.public)
+            return want == have
         except InvalidVersion:
             pass
-    return str(wanted).strip().lower().lstrip("v") == str(installed).strip().lower().lstrip("v")
+    want = str(wanted).strip().lower().lstrip("v")
+    have = str(installed).strip().lower().lstrip("v")
+    if "+" not in want:
+        have = have.split("+", 1)[0]
+    return want == have
 
 
 def compare(installed, wanted, absent=()):

@@ -30,7 +30,8 @@ PLAYBOOK = os.path.join(ROOT, ".venv", "bin", "ansible-playbook")
 BACKEND = '''
 import os, zipfile
 
-VERSION = "@VERSION@"
+# vLLM's setup.py appends "+empty" to the version for VLLM_TARGET_DEVICE=empty (vllm-0.11.0+empty-py3-none-any.whl)
+VERSION = "@VERSION@+empty"
 
 def _check():
     if os.environ.get("VLLM_TARGET_DEVICE") != "empty":
@@ -135,7 +136,7 @@ def test_ascend_install_steps(tmp_path, vllm_ascend, torch, torch_npu, vllm, dec
     versions = {d["name"].lower().replace("_", "-"): d["version"] for d in json.loads(listed)}
     assert versions["torch"] == torch
     assert versions["torch-npu"] == torch_npu
-    assert versions["vllm"] == vllm
+    assert versions["vllm"] == vllm + "+empty"
     assert versions["vllm-ascend"] == vllm_ascend
 
     changed, stdout = run_role(tmp_path, venv, wheelhouse, vllm_ascend)

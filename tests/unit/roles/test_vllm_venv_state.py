@@ -51,6 +51,11 @@ def test_canonical_name():
     ("2.9.0.post1+git4c901a4", "2.9.0.post1+git4c901a4", True),
     ("2.10.0", "2.10.0.post4", False),
     ("0.23.0", "0.23.0.post1", False),
+    # a pin without a local label matches any, as pip's == does (vLLM built for no device)
+    ("0.11.0", "0.11.0+empty", True),
+    ("2.7.1", "2.7.1+cpu", True),
+    ("0.11.0+empty", "0.11.0", False),
+    ("0.11.0", "0.11.1+empty", False),
     # the role's torch-npu pin by release
     ("2.7.1.*", "2.7.1", True),
     ("2.7.1.*", "2.7.1.post1", True),
@@ -68,6 +73,15 @@ def test_same_version(wanted, installed, same):
     ("2.7.1.*", "not-a-version", False),
 ])
 def test_prefix_pin_without_packaging(monkeypatch, wanted, installed, same):
+    monkeypatch.setattr(venv_state, "SpecifierSet", None)
+    assert venv_state.same_version(wanted, installed) is same
+
+
+@pytest.mark.parametrize(("wanted", "installed", "same"), [
+    ("0.11.0", "0.11.0+empty", True), ("0.11.0+empty", "0.11.0", False), ("0.11.0", "0.11.0", True),
+])
+def test_local_label_without_packaging(monkeypatch, wanted, installed, same):
+    monkeypatch.setattr(venv_state, "Version", None)
     monkeypatch.setattr(venv_state, "SpecifierSet", None)
     assert venv_state.same_version(wanted, installed) is same
 
