@@ -2,7 +2,7 @@
 # The test command: everything CI runs, in order, failing on the first failure.
 #
 #   tools/test.sh            all stages
-#   tools/test.sh STAGE...   only these stages: lint units sanity ansible-lint build bundle molecule
+#   tools/test.sh STAGE...   only these stages: lint units sanity ansible-lint build bundle kunpeng molecule
 #
 # Sets up what it needs on a fresh machine: the venv (tools/bootstrap.sh), a Docker engine and
 # the sandbox images (tools/sandbox-host.sh). Molecule scenarios: every molecule/*/ directory,
@@ -11,7 +11,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 stages=("$@")
-[[ ${#stages[@]} -gt 0 ]] || stages=(lint units sanity ansible-lint build bundle molecule)
+[[ ${#stages[@]} -gt 0 ]] || stages=(lint units sanity ansible-lint build bundle kunpeng molecule)
 banner() { printf '\n===== %s =====\n' "$*"; }
 
 tools/bootstrap.sh
@@ -102,6 +102,13 @@ stage_bundle() {
   ASCENDAI_BUNDLE_TEST=1 python -m pytest -q -s tests/unit/roles/test_offline_bundle_ascend.py
 }
 
+stage_kunpeng() {
+  banner "vllm role, ascend flavour, on an emulated Kunpeng node (qemu aarch64, the bundle stage's wheels)"
+  # tools/kunpeng-root.sh: Debian 12 arm64 root through qemu-user-static; the roles run in it over the
+  # community.general.chroot connection (tests/unit/roles/test_vllm_role_kunpeng.py).
+  ASCENDAI_KUNPENG_TEST=1 python -m pytest -q -s tests/unit/roles/test_vllm_role_kunpeng.py
+}
+
 stage_molecule() {
   banner "molecule"
   eval "$(tools/sandbox-host.sh | grep -E '^(BASE|SIM)_IMAGE=')"
@@ -139,6 +146,7 @@ for s in "${stages[@]}"; do
     ansible-lint) stage_ansible_lint ;;
     build) stage_build ;;
     bundle) stage_bundle ;;
+    kunpeng) stage_kunpeng ;;
     molecule) stage_molecule ;;
     *) echo "unknown stage: $s" >&2; exit 2 ;;
   esac

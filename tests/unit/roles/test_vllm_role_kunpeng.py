@@ -1,0 +1,123 @@
+"""The vllm role's ascend flavour on an emulated Kunpeng (aarch64) node, from the real aarch64 bundle.
+
+Runs only when ASCENDAI_KUNPENG_TEST=1 (tools/test.sh kunpeng sets it), after the `bundle` stage has built
+the aarch64 bundle of the default vllm-ascend row (ASCENDAI_BUNDLE_DIR, default .cache/bundle-ascend).
+tools/kunpeng-root.sh makes a Debian 12 arm64 root run through qemu-user-static; the roles python_runtime and
+vllm (flavour ascend) converge it through the community.general.chroot connection, exactly as on an Atlas
+node before CANN: pip --no-index from the bundle, torch and torch_npu of the row, vLLM built from its sdist
+with VLLM_TARGET_DEVICE=empty, vllm-ascend with its platform plugin entry point. A second run changes nothing.
+CANN is not there, so torch_npu is not imported (no libascendcl); everything up to it is real aarch64 code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import yaml
+from ansible_collections.ascendai.vllm.plugins.module_utils import compat_matrix as cm
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+BIN = os.path.join(ROOT, ".venv", "bin")
+ENABLED = os.environ.get("ASCENDAI_KUNPENG_TEST") == "1"
+pytestmark = pytest.mark.skipif(not ENABLED, reason="emulates aarch64 for ~15 min: tools/test.sh kunpeng runs it")
+
+BUNDLE = os.environ.get("ASCENDAI_BUNDLE_DIR") or os.path.join(ROOT, ".cache", "bundle-ascend")
+WHEELS = os.path.join(BUNDLE, "wheels", "aarch64")
+WHEELHOUSE = "/opt/ascendai/wheelhouse"
+VENV = "/opt/ascendai/venvs/vllm"
+
+with open(os.path.join(ROOT, "roles", "vllm", "defaults", "main.yml"), encoding="utf-8") as _handle:
+    VLLM_ASCEND = yaml.safe_load(_handle)["vllm_ascend_version"]
+
+
+@pytest.fixture(scope="module")
+def node():
+    """The emulated root, with the bundle's wheels bind-mounted where the role finds them, and /proc."""
+    assert os.path.isdir(WHEELS), f"no aarch64 bundle at {WHEELS}: run tools/test.sh bundle first"
+    out = subprocess.run([os.path.join(ROOT, "tools", "kunpeng-root.sh")], capture_output=True, text=True,
+                         check=True)
+    root = out.stdout.strip().splitlines()[-1]
+    mounts = []
+    try:
+        for source, target, args in ((WHEELS, root + WHEELHOUSE, ["--bind", "-o", "ro"]),
+                                     ("proc", root + "/proc", ["-t", "proc"])):
+            os.makedirs(target, exist_ok=True)
+            subprocess.run(["mount", *args, source, target], check=True)
+            mounts.append(target)
+        yield root
+    finally:
+        for target in reversed(mounts):
+            subprocess.run(["umount", "-l", target], check=False)
+
+
+def converge(node, tmp_path):
+    play = tmp_path / "play.yml"
+    play.write_text(json.dumps([{
+        "name": "Kunpeng node, ascend flavour", "hosts": "all", "gather_facts": True,
+        "roles": [
+            {"role": "ascendai.vllm.python_runtime"},
+            {"role": "ascendai.vllm.vllm", "vllm_flavour": "ascend", "vllm_wheelhouse_src": "",
+             "vllm_wheelhouse_dest": WHEELHOUSE,
+             "vllm_pip_env": {"PIP_INDEX_URL": "http://192.0.2.1:9/simple", "PIP_TIMEOUT": "2", "PIP_RETRIES": "0"}},
+        ],
+    }]))
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(json.dumps({"all": {"hosts": {"kunpeng": {
+        "ansible_host": node, "ansible_connection": "community.general.chroot",
+        "ansible_python_interpreter": "/usr/bin/python3"}}}}))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
+               ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1", ANSIBLE_TIMEOUT="120")
+    out = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", str(inventory), str(play)],
+                         capture_output=True, text=True, env=env, cwd=str(tmp_path), check=False)
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-2000:]
+    recap = re.search(r"kunpeng\s+:\s+ok=\d+\s+changed=(\d+)\s+unreachable=0\s+failed=0", out.stdout)
+    assert recap, out.stdout[-2000:]
+    return int(recap.group(1)), out.stdout
+
+
+def in_node(node, *argv, env=None):
+    command = ["chroot", node, "/usr/bin/env", *[f"{k}={v}" for k, v in (env or {}).items()], *argv]
+    return subprocess.run(command, capture_output=True, text=True, check=False)
+
+
+def test_ascend_flavour_converges_on_aarch64(node, tmp_path):
+    changed, stdout = converge(node, tmp_path)
+    assert changed >= 1, stdout[-3000:]
+    print(f"\nfirst run: changed={changed}", file=sys.stderr)
+
+    arch = in_node(node, "uname", "-m")
+    assert arch.stdout.strip() == "aarch64"
+    listed = in_node(node, VENV + "/bin/python", "-m", "pip", "list", "--format", "json")
+    assert listed.returncode == 0, listed.stderr
+    versions = {d["name"].lower().replace("_", "-"): d["version"] for d in json.loads(listed.stdout)}
+    row = cm.find_row(VLLM_ASCEND)
+    assert versions["vllm-ascend"] == VLLM_ASCEND
+    assert versions["torch"] == row["torch"]
+    assert cm.same_release(row["torch_npu"], versions["torch-npu"])
+    assert versions["vllm"] == row["vllm_min"] + "+empty"  # built here from the sdist, for no device
+
+    # the wheels are aarch64 builds (torch's C extension is an aarch64 ELF)
+    elf = in_node(node, VENV + "/bin/python", "-c",
+                  "import glob, torch, os; p = glob.glob(os.path.dirname(torch.__file__) + '/_C*.so')[0]; "
+                  "print(open(p, 'rb').read(20)[18])", env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+    assert elf.stdout.strip() == "183", elf.stderr[-2000:]  # EM_AARCH64
+
+    plugin = in_node(node, VENV + "/bin/python", "-c",
+                     "import vllm, importlib.metadata as m; "
+                     "print([e.value for e in m.entry_points(group='vllm.platform_plugins') if e.name == 'ascend'])",
+                     env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "VLLM_LOGGING_LEVEL": "ERROR"})
+    assert plugin.stdout.strip().splitlines()[-1] == "['vllm_ascend:register']", plugin.stderr[-2000:]
+
+    # Without CANN, torch's autoload of torch_npu fails the way it does on a node before set_env.sh:
+    # the reason the role imports vllm with TORCH_DEVICE_BACKEND_AUTOLOAD=0 and torch_npu with CANN's env.
+    bare = in_node(node, VENV + "/bin/python", "-c", "import torch")
+    assert bare.returncode != 0 and "torch_npu" in bare.stderr
+
+    changed, stdout = converge(node, tmp_path)
+    assert changed == 0, stdout[-4000:]
+    assert re.search(r"Install from the wheelhouse\] \*+\nskipping", stdout), stdout[-3000:]
