@@ -6,7 +6,7 @@ Pure functions only (stdlib), so preflight (controller side, through the ``compa
 filters) and anything running on a node can use the same data.
 
 Source of the table: vllm-ascend ``docs/source/community/versioning_policy.md`` at HEAD 182b75e (2026-08-22),
-"Release compatibility matrix", as transcribed in ``shared/research/ascend-facts.md`` section 7.1.
+"Release compatibility matrix" (docs/sources.md, "Compatibility matrix").
 The doc's rule: pick ONE complete row; vLLM and vLLM Ascend versions must come from the same row.
 
 Version strings are matched like this:
@@ -72,7 +72,7 @@ _ROW_KEYS = ("label", "vllm_ascend_min", "vllm_ascend_max", "vllm_min", "vllm_ma
              "cann", "torch", "torch_npu", "triton_ascend", "glibc")
 
 SOURCE = ("vllm-ascend docs/source/community/versioning_policy.md @182b75e (2026-08-22); "
-          "shared/research/ascend-facts.md section 7.1")
+          "docs/sources.md of ascendai.vllm")
 
 _VERSION_RE = re.compile(
     r"^\s*v?(?P<release>\d+(?:\.\d+)*)"

@@ -5,8 +5,9 @@
 The guide describes a ``config.py`` block (tensor_parallel_size, dtype "half", executor "ascend", batch_size,
 max_seq_len, swap_space, max_num_seqs, a "distributed" dict with backend "hccl", gradient_accumulation_steps)
 and environment variables (ASCEND_GLOBAL_MEM_SIZE, ASCEND_OP_DEV_ALLOC_BUFF). Several of these are not vLLM
-options or not real variables (shared/research/ascend-facts.md section 8). :func:`translate_guide` keeps what is
-real, maps what has a real equivalent and says why for every key it changed, renamed, dropped or rejected.
+options or not real variables (docs/sources.md, "The deployment guide's settings, corrected").
+:func:`translate_guide` keeps what is real, maps what has a real equivalent and says why for every key it
+changed, renamed, dropped or rejected.
 
 Pure stdlib; the option and variable names come from :mod:`vllm_options`.
 """
@@ -223,7 +224,7 @@ def _env(settings, env_out, notes, env):
             env_out[name] = text
         else:
             _note(notes, name, "rejected", f"{name} is not a variable known to CANN, torch_npu, HCCL, vLLM or "
-                  "vllm-ascend (ascend-facts.md 7.3)")
+                  "vllm-ascend (see docs/sources.md of ascendai.vllm)")
 
 
 def translate_guide(guide, vllm_version=None):

@@ -12,7 +12,7 @@ import json
 
 # Head sizes vLLM's CPU attention backend accepts (vllm 0.32, v1/attention/backends/cpu_attn.py
 # get_supported_head_sizes). The sandbox serves on it; head_dim 16 fails there with
-# "Unsupported CPU attention configuration" (../shared/environment.md).
+# "Unsupported CPU attention configuration" (docs/sources.md, "vLLM on the CPU").
 DEFAULT_HEAD_DIMS = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
 
 

@@ -133,19 +133,19 @@ REMOVED_OPTIONS = {
         "removed_in": None,
         "use_instead": "nothing: no such vLLM option; vllm-ascend is a platform plugin, activated automatically "
                        "when installed ('Platform plugin ascend is activated' in the log)",
-        "source": "ascend-facts.md section 8; vllm_ascend/platform.py",
+        "source": "vllm-ascend setup.py (vllm.platform_plugins entry point), vllm_ascend/platform.py",
     },
     "num_gpus_per_worker": {
         "removed_in": None,
         "use_instead": "tensor_parallel_size / pipeline_parallel_size / data_parallel_size; each worker drives "
                        "one NPU",
-        "source": "ascend-facts.md section 8",
+        "source": "vllm-ascend vllm_ascend/platform.py (one device per worker; docs/sources.md)",
     },
     "executor": {
         "removed_in": None,
         "use_instead": "nothing for the device (vllm-ascend is detected automatically); for several nodes "
                        "use distributed_executor_backend: ray or mp",
-        "source": "ascend-facts.md section 8",
+        "source": "vllm-ascend setup.py (platform plugin entry point; docs/sources.md)",
     },
 }
 
@@ -164,7 +164,7 @@ JSON_OPTIONS = frozenset((
 ))
 
 # Environment variables that the service may carry (for from_guide): exact names and prefixes.
-# Sources: ascend-facts.md 7.3 (vllm-ascend envs.py, optimization_and_tuning.md, tutorials), 3 (HCCL).
+# Sources (docs/sources.md): vllm-ascend envs.py, optimization_and_tuning.md, the tutorials (HCCL, Gloo).
 KNOWN_ENV = frozenset((
     "ASCEND_RT_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES", "PYTORCH_NPU_ALLOC_CONF", "TASK_QUEUE_ENABLE",
     "CPU_AFFINITY_CONF", "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "ASCEND_GLOBAL_LOG_LEVEL", "SOC_VERSION",
@@ -173,7 +173,7 @@ KNOWN_ENV = frozenset((
 ))
 KNOWN_ENV_PREFIXES = ("HCCL_", "VLLM_", "HF_")
 
-# Guide-era environment variables that do not exist, with what to use instead (ascend-facts.md section 8).
+# Guide-era environment variables that do not exist, with what to use instead (docs/sources.md).
 FAKE_ENV = {
     "ASCEND_GLOBAL_MEM_SIZE": "not a CANN/torch_npu variable (no doc mentions it); the share of NPU memory vLLM "
                               "takes is vLLM's gpu_memory_utilization",

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 
 def test_table_rows_as_documented():
-    # Spot-check rows against ascend-facts.md 7.1 (vllm-ascend versioning_policy.md).
+    # Spot-check rows against vllm-ascend versioning_policy.md (docs/sources.md).
     row = cm.find_row("0.23.0")
     assert (row["vllm"], row["python"], row["cann"], row["torch"], row["torch_npu"], row["triton_ascend"]) == (
         "0.23.0", "3.10-3.12", ["9.1.0"], "2.10.0", "2.10.0.post4", "3.2.2")
