@@ -23,5 +23,5 @@ if not os.path.islink(_LINK):
 if _TREE not in sys.path:
     sys.path.insert(0, _TREE)
 
-# Real captured outputs from ../shared/fixtures (read-only); tests copy what they need.
-SHARED_FIXTURES = os.path.abspath(os.path.join(_ROOT, "..", "shared", "fixtures"))
+# Real captured outputs: tests/unit/fixtures (each file's first line names its public source).
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
