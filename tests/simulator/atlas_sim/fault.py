@@ -41,6 +41,8 @@ def apply(state, args):
         state["nics"][str(args.dev)]["link"] = "UP"
     elif args.fault == "net-health-fail":
         state["nics"][str(args.dev)]["net_health"] = args.status
+    elif args.fault == "peer-silent":
+        state.setdefault("fabric", {}).setdefault("silent", []).append(args.address)
     elif args.fault == "card-missing":
         _chips(state, args.npu)["present"] = False
     elif args.fault == "installer-fail":
@@ -52,6 +54,7 @@ def apply(state, args):
                 chip["health"], chip["error_codes"], chip["error_info"] = "OK", [], []
         for nic in state["nics"].values():
             nic["link"], nic["net_health"] = "UP", None
+        state.pop("fabric", None)
         state["faults"]["installer_fail"] = False
     return state
 
@@ -74,6 +77,8 @@ def parser():
     health.add_argument("--status", default="Receive timeout",
                         choices=["Socket fail", "Receive timeout", "Unreachable", "Time exceeded", "Fault",
                                  "Thread error", "Unknown"])
+    sub.add_parser("peer-silent", help="an address of the RoCE fabric stops answering (hccn_tool ping / "
+                   "net_health)").add_argument("--address", required=True)
     sub.add_parser("card-missing", help="an NPU card vanishes from the bus").add_argument("--npu", type=int,
                                                                                           required=True)
     sub.add_parser("installer-fail", help="the next installer run fails midway")

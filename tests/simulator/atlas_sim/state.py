@@ -185,13 +185,12 @@ def apply_reboot(state):
     from atlas_sim import hccn_tool
     try:
         with open(path(hccn_tool.HCCN_CONF)) as handle:
-            conf = hccn_tool.read_conf(handle.read())
+            entries = hccn_tool.parse_conf(handle.read())
     except OSError:
-        conf = {}
-    for dev, nic in state["nics"].items():
-        entry = conf.get(int(dev), {})
-        nic["ip"], nic["netmask"] = entry.get("address"), entry.get("netmask")
-        nic["gateway"], nic["netdetect"] = entry.get("gateway"), entry.get("netdetect")
+        entries = []
+    # factory NIC settings, then every persisted key (address, gateway, netdetect, mtu, PFC bitmap, prio_tc,
+    # dscp_tc, tls_enable) as hccn_tool's recovery applies them
+    hccn_tool.apply_conf(state, entries)
     return state
 
 
