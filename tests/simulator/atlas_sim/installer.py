@@ -115,18 +115,20 @@ class Logger(object):
         self.logfile = st.path("/var/log/ascend_seclog/%s" % (
             "ascend_install.log" if kind in ("driver", "firmware") else "ascend_%s_install.log" % kind))
 
-    def __call__(self, level, message):
+    def __call__(self, level, message, plain=None):
+        """Print one line; ``plain`` (the text without colours) goes to the log file instead when given."""
         now = datetime.datetime.now()
         if self.kind in ("driver", "firmware"):
-            line = "[%s] [%s] [%s]%s" % (self.tag, now.strftime("%Y-%m-%d %H:%M:%S"), level, message)
+            fmt, stamp = "[%s] [%s] [%s]%s", now.strftime("%Y-%m-%d %H:%M:%S")
         else:
-            line = "[%s] [%s] [%s] %s" % (self.tag, now.strftime("%Y%m%d-%H:%M:%S"), level, message)
+            fmt, stamp = "[%s] [%s] [%s] %s", now.strftime("%Y%m%d-%H:%M:%S")
+        line = fmt % (self.tag, stamp, level, message)
         print(line)
         sys.stdout.flush()
         try:
             os.makedirs(os.path.dirname(self.logfile), exist_ok=True)
             with open(self.logfile, "a") as handle:
-                handle.write(line + "\n")
+                handle.write((fmt % (self.tag, stamp, level, plain) if plain is not None else line) + "\n")
         except OSError:
             pass
 
@@ -191,6 +193,17 @@ def _take_installer_fault(state):
 
 # --- driver -----------------------------------------------------------------------------------------------
 
+# drvColorEcho (echo -e) colours of the driver's completion lines:
+# https://github.com/verylucky01/driver/blob/e29d066/scripts/package/custom/driver/common/scripts/driver_install.sh#L326-L347
+GREEN, RED, RESET = "\033[32m", "\033[31m", "\033[0m"
+
+
+def _history(state, kind, op, before, after, reboot):
+    """Record what ran, in order (the simulator's own record: ``state['history']``, read by the Molecule checks)."""
+    entries = state.setdefault("history", [])
+    entries.append({"seq": len(entries) + 1, "time": datetime.datetime.now().isoformat(timespec="seconds"),
+                    "kind": kind, "op": op, "from": before, "to": after, "reboot_needed": bool(reboot)})
+
 NPU_SMI_WRAPPER = """#!/usr/bin/env python3
 # npu-smi -- SIMULATED (ascendai.vllm test infrastructure: tests/simulator); installed by the driver package.
 import os
@@ -237,9 +250,6 @@ def install_driver(meta, opts, state, log):
     log("INFO", "OperationLogFile: /var/log/ascend_seclog/operation.log")
     if installed:
         log("INFO", "base version is %s." % installed)
-    if opts["op"] == "--upgrade" and not installed:
-        raise Fail(1, "[ERROR]ERR_NO:0x0080;ERR_DES:Driver package is not installed on this device, "
-                   "please use --full to install it.")
     log("WARNING", "Do not power off or restart the system during the installation/upgrade")
     username = opts["username"] or install_info.get("UserName") or "HwHiAiUser"
     usergroup = opts["usergroup"] or install_info.get("UserGroup") or "HwHiAiUser"
@@ -264,11 +274,20 @@ def install_driver(meta, opts, state, log):
                        % (meta["version"], meta["compatible_version_fw"], fw["Version"],
                           fw.get("compatible_version_drv", "")))
         log("INFO", "driver and firmware version relationship check success")
-    if installed and opts["op"] != "--upgrade":
+    if installed and opts["op"] != "--upgrade" and not opts["quiet"]:
+        # driver_install.sh#L716-L729: asked only without --quiet; "n" stops with rc 0
         question = ("Driver package has been installed on the path %s, the version is %s, and the version of this "
                     "package is %s,do you want to continue? " % (path, installed, meta["version"]))
         if not confirm(log, opts["quiet"], question):
-            raise Fail(1, "[INFO]The installation is canceled by the user.")
+            log("INFO", "installation Stoped!")
+            return 0
+    busy = [c["chip_id"] for card in state["npus"] for c in card["chips"] if c.get("processes")]
+    if installed and state["running"].get("driver") and busy and not opts["force"]:
+        # check_boot_status/exitInstallInfo, driver_install.sh#L415-L420: no hot reset while the devices are in use
+        raise Fail(1, "[ERROR]%sThe davinci nodes are occupied by some processes, please stop processes and install "
+                   "or uninstall again, details in : /var/log/ascend_seclog/ascend_install.log %s\n"
+                   "[INFO]If you want to install or uninstall the driver forcibly, add the force parameter. "
+                   "For details, see [--help]." % (RED, RESET))
     log("INFO", "driver install type: Direct")
     log("INFO", "upgradePercentage:10%")
     log("INFO", "upgradePercentage:30%")
@@ -299,14 +318,26 @@ def install_driver(meta, opts, state, log):
     log("INFO", "Waiting for device startup...")
     log("INFO", "Device startup success")
     log("INFO", "upgradePercentage:100%")
-    changed = state["running"].get("driver") != meta["version"] or state.get("pending_reboot")
+    # driver_install.sh#L278-L348: "takes effect immediately" on a first installation whose modules were not
+    # loaded before (first_time_install_drv_flag=Y, PCIE_INSMOD_STATUS_BEFORE_INSTALL=n, no --force: the chips boot
+    # with the new driver at once) or after a hot reset that worked; "Reboot needed" otherwise. The simulator has no
+    # hot reset: an upgrade over a loaded driver needs the reboot (a reinstall of the running version does not).
+    done = "upgraded" if opts["op"] == "--upgrade" and installed else "installed"
+    running = state["running"].get("driver")
+    first = not installed and not running and not opts["force"]
+    immediate = first or (running == meta["version"] and not state.get("pending_reboot"))
     state["software"]["driver"] = meta["version"]
-    if changed:
+    if immediate:
+        state["running"]["driver"] = meta["version"]
+        text = "Driver package %s successfully! The new version takes effect immediately. " % done
+        log("INFO", "%s%s%s" % (GREEN, text, RESET), plain=text.rstrip())
+    else:
         state["pending_reboot"] = True
         state["boot_id"] = st.current_boot_id()
-        log("INFO", "Driver package installed successfully! Reboot needed for installation/upgrade to take effect!")
-    else:
-        log("INFO", "Driver package installed successfully! The new version takes effect immediately. ")
+        head = "Driver package %s successfully! " % done
+        tail = "Reboot needed for installation/upgrade to take effect! "
+        log("INFO", "%s%s%s%s%s%s" % (GREEN, head, RESET, RED, tail, RESET), plain=(head + tail).rstrip())
+    _history(state, "driver", opts["op"].lstrip("-"), installed, meta["version"], not immediate)
     log("INFO", "End time: %s" % datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S"))
     return 0
 
@@ -378,6 +409,7 @@ def install_firmware(meta, opts, state, log):
     state["boot_id"] = st.current_boot_id()
     log("INFO", "Firmware package installed successfully! Reboot now or after driver installation for the "
         "installation/upgrade to take effect.")
+    _history(state, "firmware", opts["op"].lstrip("-"), installed, meta["version"], True)
     log("INFO", "End time: %s" % datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S"))
     return 0
 
@@ -395,6 +427,14 @@ def uninstall_firmware(path, state, log):
 
 
 # --- CANN -------------------------------------------------------------------------------------------------
+# Two layouts (sources: tests/simulator/README.md, conformance table):
+#  - up to 8.3: <path>/ascend-toolkit/<version> + ascend-toolkit/latest -> <version>; set_env.sh sets
+#    ASCEND_TOOLKIT_HOME=<path>/ascend-toolkit/latest; kernels package Ascend-cann-kernels-910b_*, its version
+#    under ascend-toolkit/<version>/opp_kernel.
+#  - from 8.5 on (9.x alike): <path>/cann-<version> + <path>/cann -> cann-<version> + ascend-toolkit/latest -> ../cann;
+#    <path>/ascend-toolkit/set_env.sh and cann-<version>/set_env.sh set ASCEND_TOOLKIT_HOME=ASCEND_HOME_PATH=
+#    <path>/cann-<version> and ASCEND_TOOLKIT_LATEST_HOME=<path>/ascend-toolkit/latest; install record
+#    <path>/cann/<arch>-linux/ascend_toolkit_install.info; ops package Ascend-cann-910b-ops_*.
 
 def _cann_path(opts, log):
     pinned = read_kv(st.path("/etc/Ascend/ascend_cann_install.info")).get("Install_Path")
@@ -406,10 +446,15 @@ def _cann_path(opts, log):
     return opts["install_path"] or DEFAULT_PATH
 
 
+def cann_generation_85(version):
+    """True from CANN 8.5.0 on (the cann-<version> layout)."""
+    return versions.compare(version, "8.5.0") >= 0
+
+
 SET_ENV = """# set_env.sh of Ascend-cann-toolkit -- SIMULATED (ascendai.vllm test infrastructure)
 export LD_LIBRARY_PATH={p}/driver/lib64:{p}/driver/lib64/common:{p}/driver/lib64/driver:${{LD_LIBRARY_PATH}}
-export ASCEND_TOOLKIT_HOME={p}/ascend-toolkit/latest
-export LD_LIBRARY_PATH=${{ASCEND_TOOLKIT_HOME}}/lib64/plugin/opskernel:${{LD_LIBRARY_PATH}}
+export ASCEND_TOOLKIT_HOME={home}
+{latest}export LD_LIBRARY_PATH=${{ASCEND_TOOLKIT_HOME}}/lib64/plugin/opskernel:${{LD_LIBRARY_PATH}}
 export LD_LIBRARY_PATH=${{ASCEND_TOOLKIT_HOME}}/lib64:${{LD_LIBRARY_PATH}}
 export LD_LIBRARY_PATH=${{ASCEND_TOOLKIT_HOME}}/lib64/plugin/nnengine:${{LD_LIBRARY_PATH}}
 export PYTHONPATH=${{ASCEND_TOOLKIT_HOME}}/python/site-packages:${{PYTHONPATH}}
@@ -421,28 +466,88 @@ export TOOLCHAIN_HOME=${{ASCEND_TOOLKIT_HOME}}/toolkit
 export ASCEND_HOME_PATH=${{ASCEND_TOOLKIT_HOME}}
 """
 
-ATB_SET_ENV = """# set_env.sh of Ascend-cann-nnal (ATB) -- SIMULATED (ascendai.vllm test infrastructure)
-cxx_abi={abi}
-for arg in "$@"; do case "$arg" in --cxx_abi=*) cxx_abi="${{arg#--cxx_abi=}}";; esac; done
-export ATB_HOME_PATH={p}/nnal/atb/latest/atb/cxx_abi_${{cxx_abi}}
-export LD_LIBRARY_PATH=${{ATB_HOME_PATH}}/lib:${{ATB_HOME_PATH}}/examples:${{LD_LIBRARY_PATH}}
-export PATH=${{ATB_HOME_PATH}}/bin:${{PATH}}
+# nnal/atb/set_env.sh as NNAL installs it: ATB's scripts/set_env.sh with ${atb_path} -> ${atb_path}/latest/atb
+# (hicann/ascend-transformer-boost scripts/set_env.sh and build.sh#L517). --cxx_abi=0|1 wins; without it the ABI
+# of the torch that python3 imports, 1 when python3 has no torch.
+ATB_SET_ENV = """#!/bin/bash
+# set_env.sh of Ascend-cann-nnal (ATB) -- SIMULATED (ascendai.vllm test infrastructure)
+function get_cxx_abi_option()
+{
+    cxx_abi=""
+    until [[ -z "$1" ]]
+    do {
+        case "$1" in
+        "--cxx_abi=1")
+            cxx_abi=1
+            ;;
+        "--cxx_abi=0")
+            cxx_abi=0
+            ;;
+        esac
+        shift
+    }
+    done
+    if [[ "$cxx_abi" == "" ]]; then
+        res=$(python3 -c "import torch" &> /dev/null || echo "torch_not_exist")
+        if [[ "$res" == "torch_not_exist" ]]; then
+            cxx_abi=1
+        else
+            if [[ $(python3 -c 'import torch; print(torch.compiled_with_cxx11_abi())') == "True" ]]; then
+                cxx_abi=1
+            else
+                cxx_abi=0
+            fi
+        fi
+    fi
+}
+
+set_env_path="${BASH_SOURCE[0]}"
+if [[ -f "$set_env_path" ]] && [[ "$set_env_path" =~ (^|/)set_env\\.sh$ ]];then
+    atb_path=$(cd $(dirname $set_env_path); pwd)
+    get_cxx_abi_option "$@"
+    export ATB_HOME_PATH="${atb_path}/latest/atb/cxx_abi_${cxx_abi}"
+    export LD_LIBRARY_PATH=$ATB_HOME_PATH/lib:$ATB_HOME_PATH/examples:$ATB_HOME_PATH/tests/atbopstest:$LD_LIBRARY_PATH
+    export PATH=$ATB_HOME_PATH/bin:$PATH
+else
+    echo "There is no 'set_env.sh' to import"
+fi
 """
 
 
 def _toolkit_versions(path):
-    base = st.path(path, "ascend-toolkit")
+    """Installed toolkit versions, both layouts: ascend-toolkit/<version> and cann-<version> directories."""
     found = []
+    base = st.path(path, "ascend-toolkit")
     if os.path.isdir(base):
         for name in sorted(os.listdir(base)):
             if name != "latest" and not os.path.islink(os.path.join(base, name)) and \
                     os.path.isdir(os.path.join(base, name)):
                 found.append(name)
+    root = st.path(path)
+    if os.path.isdir(root):
+        for name in sorted(os.listdir(root)):
+            full = os.path.join(root, name)
+            if name.startswith("cann-") and os.path.isdir(full) and not os.path.islink(full):
+                found.append(name[len("cann-"):])
     return found
 
 
+def _toolkit_root(path, version):
+    if cann_generation_85(version):
+        return st.path(path, "cann-%s" % version)
+    return st.path(path, "ascend-toolkit", version)
+
+
 def _toolkit_info(path, version, arch):
-    return st.path(path, "ascend-toolkit", version, "%s-linux" % arch, "ascend_toolkit_install.info")
+    return os.path.join(_toolkit_root(path, version), "%s-linux" % arch, "ascend_toolkit_install.info")
+
+
+def _remove_toolkit(path, version):
+    shutil.rmtree(_toolkit_root(path, version), ignore_errors=True)
+    if cann_generation_85(version):
+        link = st.path(path, "cann")
+        if os.path.islink(link) and os.readlink(link) == "cann-%s" % version:
+            os.remove(link)
 
 
 def _summary(meta, path):
@@ -465,8 +570,10 @@ def install_toolkit(meta, opts, state, log):
     if opts["op"] == "--upgrade" and not installed:
         raise Fail(1, "[ERROR] Ascend-cann-toolkit is not installed in %s, upgrade failed; use --install." % path)
     if version in installed and os.path.exists(_toolkit_info(path, version, arch)) and opts["op"] != "--upgrade":
-        raise Fail(1, "[ERROR] Ascend-cann-toolkit_%s is already installed in %s/ascend-toolkit/%s, "
-                   "uninstall it first if you want to reinstall it." % (version, path, version))
+        where = ("%s/cann-%s" % (path, version)) if cann_generation_85(version) else \
+            ("%s/ascend-toolkit/%s" % (path, version))
+        raise Fail(1, "[ERROR] Ascend-cann-toolkit_%s is already installed in %s, "
+                   "uninstall it first if you want to reinstall it." % (version, where))
     drv = read_kv(st.path(path, "driver/version.info"))
     if drv.get("Innerversion") and not versions.family_listed(drv["Innerversion"], meta["compatible_version"]):
         raise Fail(1, "[ERROR] The installed driver %s (%s) is not compatible with Ascend-cann-toolkit_%s, "
@@ -485,21 +592,30 @@ def install_toolkit(meta, opts, state, log):
     if opts["op"] == "--upgrade":
         for old in installed:
             if old != version:
-                shutil.rmtree(st.path(path, "ascend-toolkit", old), ignore_errors=True)
-    root = st.path(path, "ascend-toolkit", version)
+                _remove_toolkit(path, old)
+    new = cann_generation_85(version)
+    root = _toolkit_root(path, version)
     for sub in ("%s-linux/lib64" % arch, "%s-linux/include" % arch, "%s-linux/bin" % arch, "opp/built-in",
                 "python/site-packages", "compiler/ccec_compiler/bin", "runtime", "toolkit", "tools"):
         os.makedirs(os.path.join(root, sub), exist_ok=True)
     for link in ("lib64", "include", "bin"):
         symlink("%s-linux/%s" % (arch, link), os.path.join(root, link))
+    home = ("%s/cann-%s" % (path, version)) if new else ("%s/ascend-toolkit/latest" % path)
     write_kv(_toolkit_info(path, version, arch), [
         ("package_name", "Ascend-cann-toolkit"), ("version", version), ("innerversion", meta["innerversion"]),
         ("compatible_version", meta["compatible_version"]), ("arch", arch), ("os", "linux"),
-        ("path", "%s/ascend-toolkit/%s/%s-linux" % (path, version, arch))])
+        ("path", ("%s/cann-%s/%s-linux" % (path, version, arch)) if new
+         else "%s/ascend-toolkit/%s/%s-linux" % (path, version, arch))])
     _uninstall_script("toolkit", version, path, os.path.join(root, "%s-linux/script/uninstall.sh" % arch))
-    write_text(os.path.join(root, "set_env.sh"), SET_ENV.format(p=path))
-    write_text(st.path(path, "ascend-toolkit/set_env.sh"), SET_ENV.format(p=path))
-    symlink(version, st.path(path, "ascend-toolkit/latest"))
+    set_env = SET_ENV.format(p=path, home=home, latest=(
+        "export ASCEND_TOOLKIT_LATEST_HOME=%s/ascend-toolkit/latest\n" % path) if new else "")
+    write_text(os.path.join(root, "set_env.sh"), set_env)
+    write_text(st.path(path, "ascend-toolkit/set_env.sh"), set_env)
+    if new:
+        symlink("cann-%s" % version, st.path(path, "cann"))
+        symlink("../cann", st.path(path, "ascend-toolkit/latest"))
+    else:
+        symlink(version, st.path(path, "ascend-toolkit/latest"))
     if not os.path.exists(st.path("/etc/Ascend/ascend_cann_install.info")):
         write_kv(st.path("/etc/Ascend/ascend_cann_install.info"), [("Install_Path", path)])
     state["software"]["cann"] = version
@@ -508,14 +624,18 @@ def install_toolkit(meta, opts, state, log):
 
 
 def uninstall_toolkit(path, version, state, log):
-    root = st.path(path, "ascend-toolkit", version)
+    root = _toolkit_root(path, version)
     if not os.path.isdir(root):
         raise Fail(1, "[ERROR] Ascend-cann-toolkit_%s is not installed in %s." % (version, path))
-    shutil.rmtree(root)
+    _remove_toolkit(path, version)
     left = _toolkit_versions(path)
     latest = st.path(path, "ascend-toolkit/latest")
     if left:
-        symlink(left[-1], latest)
+        if cann_generation_85(left[-1]):
+            symlink("cann-%s" % left[-1], st.path(path, "cann"))
+            symlink("../cann", latest)
+        else:
+            symlink(left[-1], latest)
     else:
         shutil.rmtree(st.path(path, "ascend-toolkit"), ignore_errors=True)
         if os.path.exists(st.path("/etc/Ascend/ascend_cann_install.info")):
@@ -525,34 +645,39 @@ def uninstall_toolkit(path, version, state, log):
     return 0
 
 
+def _kernels_name(version):
+    return "Ascend-cann-910b-ops" if cann_generation_85(version) else "Ascend-cann-kernels-910b"
+
+
 def install_kernels(meta, opts, state, log):
     path = _cann_path(opts, log)
     version = meta["version"]
+    name = _kernels_name(version)
     log("INFO", "LogFile:/var/log/ascend_seclog/ascend_kernels_install.log")
     if not os.path.exists(_toolkit_info(path, version, meta["arch"])):
-        raise Fail(1, "[ERROR] Ascend-cann-toolkit_%s is not installed in %s/ascend-toolkit, install the toolkit "
+        raise Fail(1, "[ERROR] Ascend-cann-toolkit_%s is not installed in %s, install the toolkit "
                    "of the same version first." % (version, path))
-    target = st.path(path, "ascend-toolkit", version, "opp_kernel")
+    target = os.path.join(_toolkit_root(path, version), "opp_kernel")
     if os.path.exists(os.path.join(target, "version.info")) and opts["op"] != "--upgrade":
-        raise Fail(1, "[ERROR] Ascend-cann-kernels-910b_%s is already installed in %s." % (version, target))
+        raise Fail(1, "[ERROR] %s_%s is already installed in %s." % (name, version, target))
     log("INFO", "install start")
     if _take_installer_fault(state):
-        raise Fail(1, "[ERROR] Ascend-cann-kernels-910b_%s install failed" % version)
-    os.makedirs(os.path.join(st.path(path, "ascend-toolkit", version),
+        raise Fail(1, "[ERROR] %s_%s install failed" % (name, version))
+    os.makedirs(os.path.join(_toolkit_root(path, version),
                              "opp/built-in/op_impl/ai_core/tbe/kernel/ascend910b"), exist_ok=True)
     write_kv(os.path.join(target, "version.info"), [("Version", version), ("version_dir", version),
                                                     ("soc_version", "ascend910b")])
     _uninstall_script("kernels", version, path, os.path.join(target, "script/uninstall.sh"))
-    log("INFO", "Ascend-cann-kernels-910b_%s_linux-%s install success" % (version, meta["arch"]))
+    log("INFO", "%s_%s_linux-%s install success" % (name, version, meta["arch"]))
     return 0
 
 
 def uninstall_kernels(path, version, state, log):
-    target = st.path(path, "ascend-toolkit", version, "opp_kernel")
+    target = os.path.join(_toolkit_root(path, version), "opp_kernel")
     if not os.path.isdir(target):
-        raise Fail(1, "[ERROR] Ascend-cann-kernels-910b_%s is not installed." % version)
+        raise Fail(1, "[ERROR] %s_%s is not installed." % (_kernels_name(version), version))
     shutil.rmtree(target)
-    log("INFO", "Ascend-cann-kernels-910b_%s uninstall success" % version)
+    log("INFO", "%s_%s uninstall success" % (_kernels_name(version), version))
     return 0
 
 
@@ -560,9 +685,19 @@ def _sourced_toolkit_version():
     home = os.environ.get("ASCEND_TOOLKIT_HOME")
     if not home:
         return None
-    link = st.path(home)
-    real = os.path.realpath(link)
-    return os.path.basename(real) if os.path.isdir(real) else None
+    real = os.path.realpath(st.path(home))
+    if not os.path.isdir(real):
+        return None
+    name = os.path.basename(real)
+    return name[len("cann-"):] if name.startswith("cann-") else name
+
+
+def _nnal_version_info(version, arch):
+    """nnal/atb/<version>/version.info as NNAL writes it: indented ``key : value`` lines
+    (https://github.com/vllm-project/vllm-ascend/issues/451); the build number and commit are made up."""
+    return ("    Ascend-cann-atb : %s\n    Ascend-cann-atb Version : %s.B150\n    Platform : %s\n"
+            "    branch : br_release_cann_%s_20250101\n    commit id : 0000000000000000000000000000000000000000\n"
+            % (version, version, arch, version))
 
 
 def install_nnal(meta, opts, state, log):
@@ -582,13 +717,17 @@ def install_nnal(meta, opts, state, log):
     log("INFO", "install start")
     if _take_installer_fault(state):
         raise Fail(1, "[ERROR] Ascend-cann-nnal_%s install failed" % version)
+    if opts["op"] == "--upgrade" and os.path.isdir(base):
+        for old in os.listdir(base):
+            if old not in ("latest", "set_env.sh", version) and os.path.isdir(os.path.join(base, old)):
+                shutil.rmtree(os.path.join(base, old))
     for abi in ("0", "1"):
         for sub in ("lib", "include", "bin"):
             os.makedirs(os.path.join(base, version, "atb/cxx_abi_%s" % abi, sub), exist_ok=True)
-    write_kv(os.path.join(base, version, "version.info"), [("Ascend-cann-atb", version), ("version", version)])
+    write_text(os.path.join(base, version, "version.info"), _nnal_version_info(version, meta["arch"]))
     _uninstall_script("nnal", version, path, os.path.join(base, version, "atb/script/uninstall.sh"))
     symlink(version, os.path.join(base, "latest"))
-    write_text(os.path.join(base, "set_env.sh"), ATB_SET_ENV.format(p=path, abi=opts["cxx_abi"]))
+    write_text(os.path.join(base, "set_env.sh"), ATB_SET_ENV)
     log("INFO", "Ascend-cann-nnal_%s install success, installed in %s/nnal." % (version, path))
     return 0
 

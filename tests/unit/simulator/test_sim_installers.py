@@ -59,8 +59,9 @@ def test_driver_refuses_root_without_for_all_and_bad_option_mixes(node, packages
     assert root.returncode == 1 and "--install-for-all" in root.stdout
     mixed = run_pkg(node, pkg, "--upgrade", "--install-for-all")
     assert mixed.returncode == 1 and "cannot be used with" in mixed.stdout
+    # --upgrade on a node without a driver is a first installation (driver_install.sh#L751-L762)
     upgrade = run_pkg(node, pkg, "--upgrade", "--quiet")
-    assert upgrade.returncode == 1 and "not installed" in upgrade.stdout
+    assert upgrade.returncode == 0 and "Driver package installed successfully!" in upgrade.stdout
 
 
 def test_fresh_install_then_reboot(node, packages):
@@ -69,7 +70,7 @@ def test_fresh_install_then_reboot(node, packages):
     result = run_pkg(node, packages["n+1"]["driver"], *DRIVER_OPTS)
     assert result.returncode == 0, result.stdout
     assert "[INFO]set username and usergroup, HwHiAiUser:HwHiAiUser" in result.stdout
-    assert "Reboot needed" in result.stdout
+    assert "The new version takes effect immediately." in result.stdout   # first install: no reboot
     version = kv(node, "/usr/local/Ascend/driver/version.info")
     assert (version["Version"], version["compatible_version_fw"]) == ("25.2.0", "[7.0.0,7.7.99]")
     info = kv(node, "/etc/ascend_install.info")
@@ -78,6 +79,10 @@ def test_fresh_install_then_reboot(node, packages):
     assert os.readlink(node.path("/usr/local/bin/hccn_tool")) == "/usr/local/Ascend/driver/tools/hccn_tool"
     assert os.readlink(node.path("/usr/local/bin/npu-smi")) == "/usr/local/sbin/npu-smi"
     npu_smi = node.path("/usr/local/sbin/npu-smi")
+    # the first install loads the driver at once (driver_install.sh#L299-L328): npu-smi answers before any reboot
+    assert parser.parse_info(node.run([npu_smi, "info"]).stdout)["driver_version"] == "25.2.0"
+    fw = run_pkg(node, packages["n+1"]["firmware"], "--full", "--quiet")
+    assert fw.returncode == 0 and "Reboot now or after driver installation" in fw.stdout
     before = node.run([npu_smi, "info"])
     assert before.returncode != 0 and before.stdout.strip() == "dcmi module initialize failed. ret is -8005"
     assert parser.classify_error(before.stdout, "", before.returncode)[0] == "dcmi_init"
@@ -95,6 +100,7 @@ def test_reboot_detected_without_boot_hook(node, packages):
     """A container restart changes the boot id; npu-smi notices even if the oneshot unit did not run."""
     node.add_user()
     run_pkg(node, packages["n"]["driver"], *DRIVER_OPTS)
+    run_pkg(node, packages["n"]["firmware"], "--full", "--quiet")
     assert node.npu_smi("info").returncode != 0
     node.env["ATLAS_SIM_BOOT_ID"] = "another-boot"
     result = node.run([sys.executable, "-m", "atlas_sim.npu_smi", "info"], env={"PYTHONPATH": SIM_DIR})
@@ -119,7 +125,7 @@ def test_full_stack_install_and_upgrade_n_to_n1(node, packages):
     assert os.readlink(node.path("/usr/local/Ascend/ascend-toolkit/latest")) == "8.2.RC1"
     assert "ASCEND_TOOLKIT_HOME=/usr/local/Ascend/ascend-toolkit/latest" in node.read(
         "/usr/local/Ascend/ascend-toolkit/set_env.sh")
-    assert "ATB_HOME_PATH=/usr/local/Ascend/nnal/atb/latest/atb/cxx_abi_" in node.read(
+    assert 'ATB_HOME_PATH="${atb_path}/latest/atb/cxx_abi_${cxx_abi}"' in node.read(
         "/usr/local/Ascend/nnal/atb/set_env.sh")
     board = parser.parse_board(node.npu_smi("info", "-t", "board", "-i", "0").stdout)
     assert (board["software_version"], board["firmware_version"], board["compatibility"]) == (
@@ -145,12 +151,13 @@ def test_same_version_again(node, packages):
     pkgs = packages["n+1"]
     _install_set(node, pkgs)
     drv = run_pkg(node, pkgs["driver"], *DRIVER_OPTS)
-    assert drv.returncode == 0
-    assert ("Driver package has been installed on the path /usr/local/Ascend, the version is 25.2.0, and the "
-            "version of this package is 25.2.0,do you want to continue?") in drv.stdout
+    assert drv.returncode == 0 and "do you want to continue?" not in drv.stdout   # --quiet asks nothing
     assert "takes effect immediately" in drv.stdout and node.npu_smi("info").returncode == 0
+    # without --quiet it asks; "n" stops with rc 0 (driver_install.sh#L716-L729)
     no = run_pkg(node, pkgs["driver"], "--full", "--install-for-all", stdin="n\n")
-    assert no.returncode == 1 and "canceled" in no.stdout
+    assert ("Driver package has been installed on the path /usr/local/Ascend, the version is 25.2.0, and the "
+            "version of this package is 25.2.0,do you want to continue?  [y/n]") in no.stdout
+    assert no.returncode == 0 and "[INFO]installation Stoped!" in no.stdout
     fw = run_pkg(node, pkgs["firmware"], "--full", "--quiet")
     assert fw.returncode == 2 and "no need to upgrade" in fw.stdout
     tk = run_pkg(node, pkgs["toolkit"], "--install", "--quiet")

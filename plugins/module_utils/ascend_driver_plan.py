@@ -1,0 +1,119 @@
+# Copyright: ascendai.vllm contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""The order of the driver and firmware installers, and whether the node must reboot afterwards.
+
+Pure functions (stdlib only), run by the ``ascend_install_sequence`` and ``ascend_reboot_plan`` filters.
+
+Order (Huawei's install guides, e.g. https://www.hiascend.com/document/detail/zh/mindie/100/envdeployment/instg/
+mindie_instg_0006.html and https://www.hiascend.com/document/detail/en/CANNCommunityEdition/900/softwareinst/instg/
+instg_0005.html): a first installation (no driver on the node) goes driver, then firmware; an overwrite installation
+or an upgrade (a driver is installed) goes firmware, then driver.
+
+Reboot: only on the installers' own word or on evidence that the loaded driver is not the one on disk.  The driver's
+installer prints ``Driver package installed successfully! The new version takes effect immediately.`` when its
+modules were loaded (a first install, or a hot reset that worked) and ``... Reboot needed for installation/upgrade to
+take effect!`` (or ``Kernel modules can not be removed, reboot needed ...``) otherwise
+(https://github.com/verylucky01/driver/blob/e29d066/scripts/package/custom/driver/common/scripts/driver_install.sh#L278-L348);
+the firmware's ends ``Firmware package installed successfully! Reboot now or after driver installation for the
+installation/upgrade to take effect.`` (install log of llm-action's 910 guide).  Lines are printed with ANSI colours
+(``drvColorEcho``: ``echo -e``), so they are matched without them.  A failing ``dcmi_init`` alone is NOT a reason to
+reboot: -8005 is the generic ``DCMI_ERR_CODE_INNER_ERR`` and -8020 ``DCMI_ERR_CODE_RESOURCE_OCCUPIED``
+(https://github.com/verylucky01/driver/blob/e29d066/src/custom/include/dcmi_interface_api.h#L1978-L1991): a container
+holding the devices gives them as well.  The loaded driver's version is the ``Version`` in the header of
+``npu-smi info``: ``dcmi_get_driver_version`` asks the running devices (``dsmi_get_version``)
+(https://github.com/verylucky01/driver/blob/e29d066/src/custom/dev_prod/user/dcmi/dcmi_interface/src/dcmi_basic_info_intf.c#L666-L720).
+"""
+
+from __future__ import annotations
+
+import re
+
+KINDS = ("driver", "firmware")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# "Reboot needed for installation/upgrade to take effect!", "reboot needed for ..." (ko_abort warning),
+# "Reboot now or after driver installation for the installation/upgrade to take effect."
+_REBOOT = re.compile(r"reboot (?:needed|now)\b", re.IGNORECASE)
+_IMMEDIATE = re.compile(r"takes effect immediately", re.IGNORECASE)
+# "[Driver] [2023-07-10 22:25:04] [INFO]" / "[Firmware] [...] [WARNING]" before the message
+_PREFIX = re.compile(r"^\s*(?:\[[^\]]*\]\s*){1,3}")
+
+
+class PlanError(ValueError):
+    """An input the functions cannot use."""
+
+
+def install_sequence(order, driver_installed):
+    """The kinds of ``order`` in the order to run their installers.
+
+    ``order``: the packages the role manages, in the order of a first installation (``[driver, firmware]``).
+    ``driver_installed``: whether a driver is installed before this run (its version, or a bool).
+    With a driver installed (overwrite or upgrade) the firmware goes first, whatever ``order`` says.
+    """
+    if not isinstance(order, (list, tuple)) or not order:
+        raise PlanError(f"order must be a non-empty list of driver/firmware, got {order!r}")
+    unknown = [kind for kind in order if kind not in KINDS]
+    if unknown or len(set(order)) != len(order):
+        raise PlanError(f"order must list driver and/or firmware once each, got {list(order)!r}")
+    if driver_installed:
+        return [kind for kind in ("firmware", "driver") if kind in order]
+    return list(order)
+
+
+def strip_ansi(text):
+    return _ANSI.sub("", text or "")
+
+
+def installer_word(output):
+    """What an installer's output says about a reboot: ``(needed, line)``.
+
+    ``needed`` is True when a line asks for a reboot, False when it says the new version takes effect immediately
+    (or says nothing about it); ``line`` is that line without colours and without its ``[Driver] [date] [INFO]``
+    prefix ('' when there is none).
+    """
+    said = ""
+    for raw in strip_ansi(output).splitlines():
+        line = _PREFIX.sub("", raw).strip()
+        if _REBOOT.search(line):
+            return True, line
+        if _IMMEDIATE.search(line):
+            said = line
+    return False, said
+
+
+def reboot_plan(outputs, owed=None, probe=None, disk_driver=None):
+    """Whether the node must reboot now, and why.
+
+    ``outputs``: ``{kind: stdout}`` of the installers run in this play.
+    ``owed``: lines recorded by an earlier run whose reboot has not happened yet (the role keeps them under
+    ``/run``, which a boot empties).
+    ``probe``: what ``ascendai.vllm.npu_info`` returned (``failed``, ``kind``, ``msg``, ``driver_version``).
+    ``disk_driver``: the ``Version`` of ``driver/version.info`` on disk.
+
+    Returns ``{reboot, reasons, said, probe_error}``: ``said`` maps each kind to the installer's line about it;
+    ``probe_error`` is npu-smi's classified failure when it failed (it is reported, never a reason to reboot).
+    """
+    outputs = outputs or {}
+    if not isinstance(outputs, dict):
+        raise PlanError(f"outputs must map driver/firmware to the installer's stdout, got {type(outputs).__name__}")
+    reasons, said = [], {}
+    for kind in KINDS:
+        if kind not in outputs:
+            continue
+        needed, line = installer_word(outputs[kind])
+        said[kind] = line
+        if needed:
+            reasons.append(f"the {kind} installer says: {line}")
+    for line in owed or []:
+        line = str(line).strip()
+        if line and line not in reasons:
+            reasons.append(f"still owed from an earlier run ({line})")
+    probe = probe or {}
+    probe_error = ""
+    if probe.get("failed"):
+        probe_error = f"npu-smi fails ({probe.get('kind') or 'unknown'}): {probe.get('msg') or ''}".strip()
+    else:
+        loaded = str(probe.get("driver_version") or "").strip()
+        disk = str(disk_driver or "").strip()
+        if loaded and disk and loaded != disk:
+            reasons.append(f"npu-smi reports the loaded driver {loaded}, the driver on disk is {disk}")
+    return {"reboot": bool(reasons), "reasons": reasons, "said": said, "probe_error": probe_error}

@@ -1,0 +1,66 @@
+"""The simulated driver and firmware installers follow the real install scripts' word on reboots.
+
+Source: the driver package's own scripts (https://github.com/verylucky01/driver/blob/e29d066/scripts/package/custom/
+driver/common/scripts/driver_install.sh): a first install whose modules were not loaded "takes effect immediately"
+(L299-L328), otherwise "Reboot needed for installation/upgrade to take effect!" (L346), coloured by drvColorEcho;
+processes on the devices stop an install over a loaded driver (L415-L420). Firmware: llm-action's install log.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.ascendai.vllm.plugins.module_utils import npu_smi as parser
+from test_sim_installers import DRIVER_OPTS, run_pkg
+
+
+def test_fresh_driver_takes_effect_immediately_firmware_asks_for_the_reboot(node, packages):
+    node.add_user()
+    drv = run_pkg(node, packages["n+1"]["driver"], *DRIVER_OPTS)
+    assert drv.returncode == 0
+    assert ("[INFO]\x1b[32mDriver package installed successfully! The new version takes effect immediately. \x1b[0m"
+            in drv.stdout)
+    assert not node.state()["pending_reboot"]
+    assert parser.parse_info(node.npu_smi("info").stdout)["driver_version"] == "25.2.0"
+    fw = run_pkg(node, packages["n+1"]["firmware"], "--full", "--quiet")
+    assert ("[INFO]Firmware package installed successfully! Reboot now or after driver installation for the "
+            "installation/upgrade to take effect.") in fw.stdout
+    assert node.state()["pending_reboot"]
+    log = node.read("/var/log/ascend_seclog/ascend_install.log")
+    assert "\x1b" not in log
+    assert "Driver package installed successfully! The new version takes effect immediately." in log
+
+
+def test_upgrade_needs_the_reboot_and_history_keeps_the_order(node, packages):
+    node.add_user()
+    assert run_pkg(node, packages["n"]["driver"], *DRIVER_OPTS).returncode == 0
+    assert run_pkg(node, packages["n"]["firmware"], "--full", "--quiet").returncode == 0
+    node.reboot()
+    fw = run_pkg(node, packages["n+1"]["firmware"], "--upgrade", "--quiet")
+    drv = run_pkg(node, packages["n+1"]["driver"], "--upgrade", "--quiet")
+    assert fw.returncode == 0 and drv.returncode == 0
+    assert ("[INFO]\x1b[32mDriver package upgraded successfully! \x1b[0m\x1b[31mReboot needed for "
+            "installation/upgrade to take effect! \x1b[0m") in drv.stdout
+    before = node.npu_smi("info")
+    assert before.returncode != 0 and "ret is -8005" in before.stdout
+    history = [(h["kind"], h["op"], h["from"], h["to"], h["reboot_needed"]) for h in node.state()["history"]]
+    assert history == [("driver", "full", None, "24.1.rc3", False), ("firmware", "full", None, "7.5.0.1.129", True),
+                       ("firmware", "upgrade", "7.5.0.1.129", "7.7.0.1.231", True),
+                       ("driver", "upgrade", "24.1.rc3", "25.2.0", True)]
+    node.reboot()
+    assert parser.parse_info(node.npu_smi("info").stdout)["driver_version"] == "25.2.0"
+
+
+def test_busy_devices_stop_an_install_over_a_loaded_driver(node, packages):
+    node.add_user()
+    assert run_pkg(node, packages["n"]["driver"], *DRIVER_OPTS).returncode == 0
+    from atlas_sim import state as st
+    state = st.load()
+    state["npus"][0]["chips"][0]["processes"] = [{"pid": 4242, "name": "python", "memory": 1024}]
+    st.save(state)
+    busy = run_pkg(node, packages["n+1"]["driver"], "--upgrade", "--quiet")
+    assert busy.returncode == 1
+    assert "The davinci nodes are occupied by some processes, please stop processes and install or uninstall" in (
+        busy.stdout)
+    assert "add the force parameter" in busy.stdout
+    assert parser.parse_info(node.npu_smi("info").stdout)["driver_version"] == "24.1.rc3"
+    forced = run_pkg(node, packages["n+1"]["driver"], "--upgrade", "--quiet", "--force")
+    assert forced.returncode == 0 and "Reboot needed" in forced.stdout
