@@ -5,10 +5,13 @@
 Pure functions only (stdlib), used by the ``ascendai.vllm.hccn`` module on the node and by the
 ``ascendai.vllm.hccn_plan`` filter on the controller.
 
-Output formats (see ``shared/research/ascend-facts.md`` section 3 and ``tests/unit/fixtures/hccn_tool/``):
+Output formats (910B hccn_tool source, github.com/verylucky01/driver src/custom/network/hccn/ascend910B, and the
+captures in ``tests/unit/fixtures/hccn_tool/``; see docs/sources.md):
 
-* ``-ip -g``          ``ipaddr:29.1.112.213`` / ``netmask:255.255.0.0`` (empty output when nothing is set)
-* ``-gateway -g``     ``default gateway:11.12.165.1, Iface:eth0``
+* ``-ip -g``          ``ipaddr:29.1.112.213`` / ``netmask:255.255.0.0``; with no address set it prints
+  ``Get ipconf failed, because no ip was preset there!`` on stderr and exits 13 (UDA_DSMI_IPCONF_NOT_PRESET_ERR)
+* ``-gateway -g``     ``default gateway:11.12.165.1, Iface:eth0``; with no gateway set
+  ``Get gateway failed, because no gateway was preset there!`` on stderr, exit 2 (UDA_DSMI_GATEWAY_NOT_PRESET_ERR)
 * ``-netdetect -g``   ``netdetect addr: 29.1.0.1`` (driver source) or ``netdetect address: 11.12.165.1`` (docs)
 * ``-link -g``        ``link status: UP``
 * ``-net_health -g``  ``net health status: Success`` (``Init``, ``Socket fail(ed)``, ``Receive timeout`` ...)
@@ -18,9 +21,11 @@ Output formats (see ``shared/research/ascend-facts.md`` section 3 and ``tests/un
 * ``-dscp_to_tc -g``  ``dscp      tc`` header then ``%4d%8u`` rows (``  33       3``)
 * ``-tls -g``         ``dev_id:0, tls switch[0](0:disable, 1:enable), tls preconfigured[1]...``
 * ``-mtu -g``         ``mtu:9000``
-* ``-ping -g address A``  ``device 3 PING A`` / ``recv seq=0,time=1.418000ms`` /
-  ``3 packets transmitted, 3 received, 0.00% packet loss``
-* ``/etc/hccn.conf``  ``address_N=...``, ``netmask_N=...``, ``netdetect_N=...``, ``gateway_N=...``
+* ``-ping -g address A [pkt LEN]``  ``device 3 PING A`` / ``recv seq=0,time=1.418000ms`` /
+  ``3 packets transmitted, 3 received, 0.00% packet loss``; ``pkt`` is the packet's data length (0..65507), the
+  count is the device's (no option); a reply with ``recv time out seq`` makes the tool exit non-zero
+* ``/etc/hccn.conf``  ``address_N=...``, ``netmask_N=...``, ``netdetect_N=...``, ``gateway_N=...``, ``mtu_N=``,
+  ``bitmap_N=`` (PFC), ``prio_tc_N=``, ``dscp_tc_N=33:3,``, ``tls_enable_N=``, ``send_arp_status_N=``
 """
 
 from __future__ import annotations
@@ -141,6 +146,21 @@ def parse_net_health(text):
         if m:
             return m.group(1)
     raise HccnError(f"unrecognised hccn_tool -net_health -g output: {text!r}")
+
+
+# -g reads that fail because nothing was configured yet (cmd.c g_uda_dsmi_err_list; exit = UDA code & 0xFF)
+NOT_PRESET = {
+    "ip": ("no ip was preset", 0x400D & 0xFF),
+    "gateway": ("no gateway was preset", 0x4002 & 0xFF),
+}
+
+
+def read_not_preset(name, rc, text):
+    """True when the failed ``-<name> -g`` read means "nothing set yet" (not a broken tool or driver)."""
+    if name not in NOT_PRESET or not rc:
+        return False
+    phrase, code = NOT_PRESET[name]
+    return phrase in (text or "") or rc == code
 
 
 def health_ok(status):
@@ -281,7 +301,7 @@ def parse_ping(text):
         if m:
             result["times_ms"].append(float(m.group(2)))
             continue
-        m = re.match(r"^\s*(\d+) packets transmitted,\s*(\d+) received,\s*([0-9.]+)% packet loss", line)
+        m = re.match(r"^\s*(\d+) packets transmitted,\s*(\d+) received,\s*([0-9.]+)% packets? loss", line)
         if m:
             result["transmitted"] = int(m.group(1))
             result["received"] = int(m.group(2))

@@ -167,6 +167,7 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.hccn import (
     parse_tls,
     plan_changes,
     read_commands,
+    read_not_preset,
 )
 
 _PARSERS = {
@@ -179,8 +180,9 @@ _PARSERS = {
     "dscp_to_tc": parse_dscp_to_tc,
     "tls": parse_tls,
 }
-# reads that fail when nothing is configured yet: treat as "not set"
-_UNSET_ON_ERROR = {"ip": {"address": None, "netmask": None}, "gateway": {"gateway": None}, "netdetect": None}
+# -ip -g / -gateway -g fail with "... no ip (gateway) was preset there!" (exit 13 / 2) on an unconfigured NIC:
+# that read means "not set"; any other failure (driver not loaded, device busy) fails the module.
+_UNSET_ON_ERROR = {"ip": {"address": None, "netmask": None}, "gateway": {"gateway": None}}
 
 
 def read_state(run, device, keys, tool):
@@ -189,7 +191,7 @@ def read_state(run, device, keys, tool):
     for name, argv in read_commands(device, keys, tool).items():
         rc, out, err = run(argv)
         if rc != 0:
-            if name in _UNSET_ON_ERROR:
+            if name in _UNSET_ON_ERROR and read_not_preset(name, rc, f"{err or ''}{out or ''}"):
                 value = _UNSET_ON_ERROR[name]
             else:
                 raise HccnError(f"NPU device {device}: {' '.join(argv)} failed (rc={rc}): {(err or out).strip()}")

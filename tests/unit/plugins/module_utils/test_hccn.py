@@ -344,3 +344,19 @@ def test_plan_addresses_properties(nhosts, prefix, gw):
             assert entry["plane"] == planes[entry["device"]]
             assert entry["address"] not in seen and entry["address"] != entry["gateway"]
             seen.add(entry["address"])
+
+
+def test_ping_summary_of_the_hccs_ping_and_lost_replies():
+    # tool_ping_printf (hccn_product_ext/tool_cmd.c) prints "packets loss"; a lost reply reads "recv time out seq"
+    # (dsmi_ping_fun, ds_net_ext.c), which also makes hccn_tool exit non-zero
+    out = ("device 1 PING 29.1.0.13\nrecv time out seq=0\nrecv time out seq=1\nrecv time out seq=2\n"
+           "3 packets transmitted, 0 received, 100.00% packets loss\n")
+    ping = hccn.parse_ping(out)
+    assert (ping["device"], ping["transmitted"], ping["received"], ping["loss_percent"]) == (1, 3, 0, 100.0)
+
+
+def test_not_preset_reads_are_told_from_other_failures():
+    assert hccn.read_not_preset("ip", 13, "Get ipconf failed, because no ip was preset there!\n")
+    assert hccn.read_not_preset("gateway", 2, "Get gateway failed, because no gateway was preset there!\n")
+    assert not hccn.read_not_preset("ip", 1, "dcmi module initialize failed. ret is -8005\n")
+    assert not hccn.read_not_preset("mtu", 13, "")

@@ -51,6 +51,8 @@ class FakeHccnTool:
                 return 0, read_block("hccn_tool-ping-g-910b1-arthurchiao-blog.txt", "-ping -g"), ""
             if flag == "-dscp_to_tc":
                 return 0, "%4s%8s\n" % ("dscp", "tc") + "".join("%4d%8u\n" % kv for kv in sorted(self.dscp.items())), ""
+            if isinstance(self.out[flag], tuple):   # (rc, stderr): a failed read
+                return self.out[flag][0], "", self.out[flag][1]
             return 0, self.out[flag], ""
         assert mode == "-s", argv
         if flag == "-ip":
@@ -149,3 +151,30 @@ def test_ping_reports_results(monkeypatch):
     ok, res = run_module(monkeypatch, fake, {"ping": ["29.1.137.205"], "check_health": False})
     assert ok and res["changed"] is False
     assert res["ping"][0]["received"] == 3 and res["ping"][0]["times_ms"] == [1.418, 0.034, 0.04]
+
+
+# the driver's own texts and exit codes (hccn_tool cmd.c g_uda_dsmi_err_list; exit = UDA code & 0xFF)
+NO_IP = (13, "Get ipconf failed, because no ip was preset there!\n")
+NO_GATEWAY = (2, "Get gateway failed, because no gateway was preset there!\n")
+
+
+def test_unconfigured_nic_gets_address_and_gateway(monkeypatch):
+    fake = FakeHccnTool()
+    fake.out["-ip"], fake.out["-gateway"] = NO_IP, NO_GATEWAY
+    ok, res = run_module(monkeypatch, fake, {"ip": "29.1.112.213", "netmask": "255.255.0.0", "gateway": "29.1.0.1",
+                                             "check_health": False})
+    assert ok, res
+    assert res["commands"] == [
+        [TOOL, "-i", "3", "-ip", "-s", "address", "29.1.112.213", "netmask", "255.255.0.0"],
+        [TOOL, "-i", "3", "-gateway", "-s", "gateway", "29.1.0.1"],
+    ]
+    assert res["before"]["address"] is None and res["before"]["gateway"] is None
+
+
+def test_a_failed_read_is_not_taken_for_an_unset_address(monkeypatch):
+    fake = FakeHccnTool()
+    fake.out["-ip"] = (1, "dcmi module initialize failed. ret is -8005\n")
+    ok, res = run_module(monkeypatch, fake, {"ip": "29.1.112.213", "netmask": "255.255.0.0", "check_health": False})
+    assert not ok
+    assert "-ip -g failed (rc=1): dcmi module initialize failed" in res["msg"]
+    assert not [c for c in fake.calls if c[4] == "-s"]
