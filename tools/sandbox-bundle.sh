@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Assemble the Huawei part of the sandbox's offline bundle on this host: the SIMULATED driver, firmware
-# and CANN .run packages (tests/simulator/build_installers.py), version sets n and n+1, for this
-# machine's architecture, in <bundle>/huawei/, and their sha256 lines in <bundle>/MANIFEST.sha256.
+# and CANN .run packages (tests/simulator/build_installers.py), version sets n and n+1 and the CANN
+# releases of the later generations (EXTRA_CANNS: 8.5.1, 9.1.0), for this machine's architecture, in <bundle>/huawei/, and their sha256 lines in <bundle>/MANIFEST.sha256.
 #
 #   tools/sandbox-bundle.sh              build what is missing or stale, merge the manifest
 #   BUNDLE_DIR=/tmp/b ARCH=aarch64 tools/sandbox-bundle.sh
@@ -30,6 +30,9 @@ for kind in b.KINDS:
     for name in ("n", "n+1"):
         version = b.SETS[name]["cann" if kind in ("toolkit", "kernels", "nnal") else kind]
         print(b.filename(kind, version, sys.argv[2]))
+    if kind in ("toolkit", "kernels", "nnal"):
+        for version in b.EXTRA_CANNS:
+            print(b.filename(kind, version, sys.argv[2]))
 PYEOF
 )
 mapfile -t files < <(printf '%s\n' "$listing" | sort -u)
@@ -39,6 +42,11 @@ for f in "${files[@]}"; do [[ -f "$BUNDLE/huawei/$f" ]] || missing=1; done
 if [[ $missing == 1 || ! -f $stamp || $(cat "$stamp") != "$sim_hash" ]]; then
   for set in n n+1; do
     "$PY" "$ROOT/tests/simulator/build_installers.py" "$BUNDLE/huawei" --set "$set" --arch "$ARCH" >/dev/null
+  done
+  for cann in $("$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import build_installers as b; print(*b.EXTRA_CANNS)' \
+                "$ROOT/tests/simulator"); do
+    "$PY" "$ROOT/tests/simulator/build_installers.py" "$BUNDLE/huawei" --cann-version "$cann" \
+      --only toolkit,kernels,nnal --arch "$ARCH" >/dev/null
   done
   echo "$sim_hash" > "$stamp"
   log "built ${#files[@]} simulated packages for $ARCH in $BUNDLE/huawei"

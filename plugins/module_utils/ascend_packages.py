@@ -5,7 +5,7 @@
 Pure functions (stdlib only): the ``ascend_version_compare`` / ``ascend_version_in_ranges`` filters run them on
 the controller and the ``ascend_package_info`` module runs them on the node.
 
-Version strings (``shared/research/ascend-facts.md`` sections 5 and 6): driver ``24.1.rc3``, ``24.1.0``,
+Version strings (docs/sources.md, "Driver, firmware" and "CANN"): driver ``24.1.rc3``, ``24.1.0``,
 ``25.0.rc1.1``, ``25.2.0``; firmware ``7.5.0.1.129``; CANN ``8.2.RC1``, ``8.3.RC2``, ``9.1.0``.  A part ``rcN``
 (any case; also ``tN``/``bN`` test and beta builds) sorts *before* a number at the same position, so
 ``24.1.rc3`` < ``24.1.0`` < ``25.2.0`` and ``8.2.RC1`` < ``8.2.0``.  Missing trailing parts count as ``0``.
@@ -106,11 +106,26 @@ def family_listed(innerversion, text):
 
 
 def parse_kv(text):
-    """``key=value`` lines (version.info, *install.info) -> dict; other lines are ignored."""
+    """A version / install file -> dict; lines that are neither form are ignored.
+
+    Two forms are real: ``key=value`` (driver and firmware ``version.info``, ``ascend_toolkit_install.info``) and
+    ``key : value``, indented, as NNAL writes its ``nnal/atb/<version>/version.info``::
+
+            Ascend-cann-atb : 8.0.0
+            Ascend-cann-atb Version : 8.0.0.B100
+            Platform : aarch64
+
+    (https://github.com/vllm-project/vllm-ascend/issues/451). ``=`` wins when a line holds both
+    (``runtime_running_version=[7.6.0.1.220:8.0.0]``).
+    """
     out = {}
     for line in (text or "").splitlines():
-        if "=" in line and not line.lstrip().startswith("#"):
-            key, value = line.split("=", 1)
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        sep = "=" if "=" in stripped else (":" if ":" in stripped else None)
+        if sep:
+            key, value = stripped.split(sep, 1)
             out[key.strip()] = value.strip()
     return out
 
@@ -130,19 +145,82 @@ def info_version(info):
     return kv_get(info, "Version", "package_version", "Ascend-cann-atb")
 
 
-def installed_files(kind, install_path, arch):
-    """Where an installed package records its version, most specific first."""
-    path = install_path.rstrip("/") or "/"
-    toolkit = f"{path}/ascend-toolkit/latest"
+# Each CANN generation's layout, once (docs/sources.md, "CANN"). ``since`` is the first release of the row.
+#  - <= 8.3: ``<root>/ascend-toolkit/<version>`` and its link ``ascend-toolkit/latest``; set_env.sh sets
+#    ASCEND_TOOLKIT_HOME=<root>/ascend-toolkit/latest (Huawei's image
+#    https://github.com/Ascend/cann-container-image/blob/c5a67b3/cann/8.3.rc2-910b-ubuntu22.04-py3.11/Dockerfile#L110);
+#    kernels package ``Ascend-cann-kernels-<npu>_<version>_linux-<arch>.run`` (vllm-ascend v0.11.0 installation.md).
+#  - >= 8.5 (8.5.x and 9.x alike): ``<root>/cann-<version>``; ``<root>/ascend-toolkit/set_env.sh`` is still there
+#    and sets ASCEND_TOOLKIT_HOME=ASCEND_HOME_PATH=<root>/cann-<version> (Huawei's images for 8.5.1, 9.0.0 and
+#    9.1.0-beta.3, .../cann/8.5.1-910b-ubuntu22.04-py3.11/Dockerfile#L106; vllm-ascend issue #6271 with 8.5.0);
+#    the install record is ``<root>/cann/<arch>-linux/ascend_toolkit_install.info`` (hiascend CANN 8.5.0
+#    installation guide, "File Paths"); the kernels package became ``Ascend-cann-<npu>-ops_<version>_linux-<arch>.run``
+#    with 8.5.0 (vllm-ascend v0.14.0rc1 .. v0.23.0 installation.md). Where the ops package records its version
+#    has no source: ``<root>/cann/opp_kernel/version.info`` is an assumption.
+# NNAL is ``<root>/nnal/atb/<version>`` + ``latest`` + ``nnal/atb/set_env.sh`` in every generation
+# (https://github.com/hicann/ascend-transformer-boost/blob/ddcc8b6/scripts/install.sh#L387-L401).
+CANN_GENERATIONS = (
+    {"name": "ascend-toolkit", "since": None,
+     "kernels_file": "Ascend-cann-kernels-{npu}_{version}_linux-{arch}.run",
+     "home": "{root}/ascend-toolkit/latest",
+     "toolkit_info": "{root}/ascend-toolkit/latest/{arch}-linux/ascend_toolkit_install.info",
+     "kernels_info": "{root}/ascend-toolkit/latest/opp_kernel/version.info"},
+    {"name": "cann", "since": "8.5.0",
+     "kernels_file": "Ascend-cann-{npu}-ops_{version}_linux-{arch}.run",
+     "home": "{root}/cann-{version}",
+     "toolkit_info": "{root}/cann/{arch}-linux/ascend_toolkit_install.info",
+     "kernels_info": "{root}/cann/opp_kernel/version.info"},
+)
+CANN_TOOLKIT_FILE = "Ascend-cann-toolkit_{version}_linux-{arch}.run"
+CANN_NNAL_FILE = "Ascend-cann-nnal_{version}_linux-{arch}.run"
+
+
+def cann_generation(version):
+    """The row of :data:`CANN_GENERATIONS` that CANN ``version`` belongs to."""
+    version_key(version)   # raises AscendVersionError for anything else
+    chosen = CANN_GENERATIONS[0]
+    for row in CANN_GENERATIONS:
+        if row["since"] is None or compare_versions(version, row["since"]) >= 0:
+            chosen = row
+    return chosen
+
+
+def cann_layout(version, arch, install_path="/usr/local/Ascend", npu_type="910b"):
+    """Everything the collection needs to know about CANN ``version`` on ``arch``, from its generation's row.
+
+    ``files``: the three ``.run`` names (toolkit, kernels/ops, nnal); ``toolkit_set_env`` / ``nnal_set_env``: the
+    scripts to source; ``home``: the ASCEND_TOOLKIT_HOME (and ASCEND_HOME_PATH) the toolkit's set_env.sh sets;
+    ``atb_home``: ATB_HOME_PATH without its ``cxx_abi_N`` directory; ``info``: the installed version files.
+    """
+    row = cann_generation(version)
+    root = str(install_path).rstrip("/") or "/"
+    fields = {"version": str(version).strip(), "arch": arch, "npu": npu_type, "root": root}
     return {
-        "driver": [f"{path}/driver/version.info"],
-        "firmware": [f"{path}/firmware/version.info"],
-        # CANN <= 8.3 layout, then the CANN 8.5+ layout (/usr/local/Ascend/cann/<arch>-linux)
-        "toolkit": [f"{toolkit}/{arch}-linux/ascend_toolkit_install.info",
-                    f"{path}/cann/{arch}-linux/ascend_toolkit_install.info"],
-        "kernels": [f"{toolkit}/opp_kernel/version.info", f"{path}/cann/opp_kernel/version.info"],
-        "nnal": [f"{path}/nnal/atb/latest/version.info"],
-    }[kind]
+        "generation": row["name"],
+        "files": {"toolkit": CANN_TOOLKIT_FILE.format(**fields),
+                  "kernels": row["kernels_file"].format(**fields),
+                  "nnal": CANN_NNAL_FILE.format(**fields)},
+        "toolkit_set_env": f"{root}/ascend-toolkit/set_env.sh",
+        "nnal_set_env": f"{root}/nnal/atb/set_env.sh",
+        "home": row["home"].format(**fields),
+        "atb_home": f"{root}/nnal/atb/latest/atb",
+        "info": {"toolkit": row["toolkit_info"].format(**fields), "kernels": row["kernels_info"].format(**fields),
+                 "nnal": f"{root}/nnal/atb/latest/version.info"},
+    }
+
+
+def installed_files(kind, install_path, arch):
+    """Where an installed package records its version, newest CANN generation first."""
+    path = install_path.rstrip("/") or "/"
+    if kind in ("driver", "firmware"):
+        return [f"{path}/{kind}/version.info"]
+    fields = {"root": path, "arch": arch}
+    out = []
+    for row in reversed(CANN_GENERATIONS):
+        candidate = f"{path}/nnal/atb/latest/version.info" if kind == "nnal" else row[f"{kind}_info"].format(**fields)
+        if candidate not in out:
+            out.append(candidate)
+    return out
 
 
 def package_info_file(kind):
@@ -191,7 +269,12 @@ def driver_firmware_problems(driver, firmware):
 
 
 def cann_driver_problems(cann, driver):
-    """Why a CANN package and a driver do not go together, from the families their version.info list."""
+    """Why a CANN package and a driver do not go together: the toolkit's ``compatible_version`` lists the driver
+    release families it runs on (CANN 8.5.0: ``[V100R001C15],...,[V100R001C23]``, vllm-ascend issue #6271).
+
+    A driver's own ``compatible_version`` is not a list of CANN families: driver 24.1.rc3 lists
+    ``[V100R001C13]..[V100R001C19]`` yet runs CANN 8.0.0 (vllm-ascend issue #451), so it is not checked.
+    """
     problems = []
     cann_lists = kv_get(cann, "compatible_version")
     drv_inner = kv_get(driver, "Innerversion")
@@ -199,9 +282,4 @@ def cann_driver_problems(cann, driver):
         problems.append(f"CANN {cann.get('version')} works with the driver families {cann_lists} "
                         f"(compatible_version), not with driver {driver.get('version')} ({drv_inner}, family "
                         f"{family(drv_inner)})")
-    drv_lists = kv_get(driver, "compatible_version")
-    cann_inner = kv_get(cann, "innerversion")
-    if drv_lists and cann_inner and not family_listed(cann_inner, drv_lists):
-        problems.append(f"driver {driver.get('version')} works with the CANN families {drv_lists} "
-                        f"(compatible_version), not with CANN {cann.get('version')} ({cann_inner})")
     return problems

@@ -22,7 +22,7 @@ import tarfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from atlas_sim import SIMULATED_NOTE  # noqa: E402
+from atlas_sim import SIMULATED_NOTE, versions  # noqa: E402
 
 CANN_COMPAT = "[V100R001C15],[V100R001C18],[V100R001C19],[V100R001C20],[V100R001C21],[V100R001C23]"
 FW_COMPAT_DRV = "[24.1.rc1,24.1.rc3.],[24.1.0,24.1.0.],[25.0.rc1,25.2.0.]"
@@ -43,12 +43,22 @@ FIRMWARES = {
     "7.5.0.1.129": {"package_version": "24.1.rc3", "compatible_version_drv": FW_COMPAT_DRV},
     "7.7.0.1.231": {"package_version": "25.2.0", "compatible_version_drv": FW_COMPAT_DRV},
 }
+# CANN 8.5.0's ascend_toolkit_install.info: innerversion V100R001C25SPC001B232, compatible_version
+# [V100R001C15],[V100R001C18],[V100R001C19],[V100R001C20],[V100R001C21],[V100R001C23]
+# (https://github.com/vllm-project/vllm-ascend/issues/6271); 8.5.1's and 9.1.0's innerversion: assumption.
+CANN85_COMPAT = "[V100R001C15],[V100R001C18],[V100R001C19],[V100R001C20],[V100R001C21],[V100R001C23]"
 CANNS = {
     "8.2.RC1": {"innerversion": "V100R001C22SPC001B231", "compatible_version": CANN_COMPAT,
                 "inner_build": "8.2.0.1.231"},
     "8.3.RC2": {"innerversion": "V100R001C23SPC002B210", "compatible_version": CANN_COMPAT,
                 "inner_build": "8.3.0.2.210"},
+    "8.5.1": {"innerversion": "V100R001C25SPC002B220", "compatible_version": CANN85_COMPAT,
+              "inner_build": "8.5.1.2.220"},
+    "9.1.0": {"innerversion": "V100R001C27SPC001B150", "compatible_version": CANN85_COMPAT,
+              "inner_build": "9.1.0.1.150"},
 }
+# CANN releases built besides the sets (CANN only; they run on the n+1 driver 25.2.0): the 8.5 and 9.x generations.
+EXTRA_CANNS = ("8.5.1", "9.1.0")
 SETS = {
     "n": {"driver": "24.1.rc3", "firmware": "7.5.0.1.129", "cann": "8.2.RC1"},
     "n+1": {"driver": "25.2.0", "firmware": "7.7.0.1.231", "cann": "8.3.RC2"},
@@ -133,13 +143,21 @@ __ATLAS_SIM_PAYLOAD_BELOW__
 """
 
 
+def cann_ops_generation(version):
+    """True from CANN 8.5.0 on: the kernels package is Ascend-cann-910b-ops_* (vllm-ascend installation.md at
+    v0.14.0rc1, 8.5.0, and later; Ascend-cann-kernels-910b_* up to 8.3.RC2 at v0.11.0) and CANN installs under
+    <path>/cann-<version> (Huawei's cann-container-image, 8.5.1 and 9.x)."""
+    return versions.compare(version, "8.5.0") >= 0
+
+
 def filename(kind, version, arch):
     drv_arch = "x86-64" if arch == "x86_64" else arch
     return {
         "driver": "Ascend-hdk-910b-npu-driver_%s_linux-%s.run" % (version, drv_arch),
         "firmware": "Ascend-hdk-910b-npu-firmware_%s.run" % version,
         "toolkit": "Ascend-cann-toolkit_%s_linux-%s.run" % (version, arch),
-        "kernels": "Ascend-cann-kernels-910b_%s_linux-%s.run" % (version, arch),
+        "kernels": ("Ascend-cann-910b-ops_%s_linux-%s.run" if cann_ops_generation(version)
+                    else "Ascend-cann-kernels-910b_%s_linux-%s.run") % (version, arch),
         "nnal": "Ascend-cann-nnal_%s_linux-%s.run" % (version, arch),
     }[kind]
 
@@ -161,7 +179,8 @@ def version_files(meta):
         return {"firmware/version.info": [("Version", meta["version"]), ("firmware_version", "1.0"),
                                           ("package_version", meta["package_version"]),
                                           ("compatible_version_drv", meta["compatible_version_drv"])]}
-    names = {"toolkit": "Ascend-cann-toolkit", "kernels": "Ascend-cann-kernels-910b", "nnal": "Ascend-cann-nnal"}
+    names = {"toolkit": "Ascend-cann-toolkit", "nnal": "Ascend-cann-nnal",
+             "kernels": filename("kernels", meta["version"], meta["arch"]).split("_")[0]}
     return {"version.info": [("package_name", names[kind]), ("Version", meta["version"]),
                              ("innerversion", meta["innerversion"]),
                              ("compatible_version", meta["compatible_version"]), ("arch", meta["arch"]),

@@ -15,6 +15,11 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "simulator"))
 
 import build_installers  # noqa: E402  (the simulator names its packages as Huawei does)
 
+# the role's vars call the collection's filters (ascendai.vllm.ascend_cann_layout): let Ansible's loader find them
+from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder  # noqa: E402
+
+_AnsibleCollectionFinder(paths=[os.path.join(ROOT, ".cache", "collections")])._install()
+
 
 def _trusted(value):
     if isinstance(value, str):
@@ -31,8 +36,8 @@ def render_files(role, variables):
     with open(os.path.join(ROOT, "roles", role, "vars", "main.yml")) as handle:
         data = yaml.safe_load(handle)
     templar = Templar(loader=DataLoader(), variables=dict(_trusted(data), **variables))
-    return {kind: templar.template(trust_as_template(template)).strip()
-            for kind, template in data["_%s_files" % role].items()}
+    files = templar.template(trust_as_template("{{ _%s_files }}" % role))
+    return {kind: str(name).strip() for kind, name in files.items()}
 
 
 @pytest.mark.parametrize("arch,driver", [
@@ -47,15 +52,34 @@ def test_driver_names(arch, driver):
     assert files["driver"] == build_installers.filename("driver", "25.2.0", arch)
 
 
+# The 910B kernels package became Ascend-cann-910b-ops with CANN 8.5.0 (vllm-ascend installation.md at v0.14.0rc1:
+# Ascend-cann-910b-ops_8.5.0_linux-"$(uname -i)".run; at v0.11.0: Ascend-cann-kernels-910b_8.3.RC2_linux-...).
 @pytest.mark.parametrize("version,arch,kernels", [
     ("8.3.RC2", "x86_64", "Ascend-cann-kernels-910b_8.3.RC2_linux-x86_64.run"),
-    ("8.5.0", "aarch64", "Ascend-cann-kernels-910b_8.5.0_linux-aarch64.run"),
+    ("8.5.0", "aarch64", "Ascend-cann-910b-ops_8.5.0_linux-aarch64.run"),
+    ("8.5.1", "x86_64", "Ascend-cann-910b-ops_8.5.1_linux-x86_64.run"),
     ("9.1.0", "aarch64", "Ascend-cann-910b-ops_9.1.0_linux-aarch64.run"),
 ])
 def test_cann_names(version, arch, kernels):
     files = render_files("ascend_cann", {"ansible_facts": {"architecture": arch}, "ascend_cann_npu_type": "910b",
-                                         "ascend_cann_version": version})
+                                         "ascend_cann_version": version,
+                                         "ascend_cann_install_path": "/usr/local/Ascend"})
     assert files == {"toolkit": "Ascend-cann-toolkit_%s_linux-%s.run" % (version, arch), "kernels": kernels,
                      "nnal": "Ascend-cann-nnal_%s_linux-%s.run" % (version, arch)}
-    if not version.startswith("9"):
-        assert kernels == build_installers.filename("kernels", version, arch)
+    assert kernels == build_installers.filename("kernels", version, arch)
+
+
+@pytest.mark.parametrize("version,kernels", [
+    ("8.3.RC2", "Ascend-cann-kernels-910b_8.3.RC2_linux-aarch64.run"),
+    ("8.5.1", "Ascend-cann-910b-ops_8.5.1_linux-aarch64.run"),
+])
+def test_offline_bundle_names(version, kernels):
+    with open(os.path.join(ROOT, "roles", "offline_bundle", "vars", "main.yml")) as handle:
+        data = yaml.safe_load(handle)
+    templar = Templar(loader=DataLoader(), variables=dict(_trusted(data), _offline_bundle_cann=version,
+                                                          offline_bundle_npu_type="910b",
+                                                          offline_bundle_driver_version="25.2.0",
+                                                          offline_bundle_firmware_version="7.7.0.1.231"))
+    names = templar.template(trust_as_template("{{ _offline_bundle_huawei_expected }}"))
+    assert names[2:] == ["Ascend-cann-toolkit_%s_linux-aarch64.run" % version, kernels,
+                         "Ascend-cann-nnal_%s_linux-aarch64.run" % version]

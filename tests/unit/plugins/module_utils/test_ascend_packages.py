@@ -114,21 +114,79 @@ def test_driver_firmware_problems_name_both_sides():
                                        {"version": "7.1.0.11.220", "compatible_version_drv": DRV_OF_FW}) == []
 
 
+# CANN 8.5.0's ascend_toolkit_install.info (https://github.com/vllm-project/vllm-ascend/issues/6271, CANN section).
+CANN_850_INFO = ("package_name=Ascend-cann-toolkit\nversion=8.5.0\ninnerversion=V100R001C25SPC001B232\n"
+                 "compatible_version=[V100R001C15],[V100R001C18],[V100R001C19],[V100R001C20],[V100R001C21],"
+                 "[V100R001C23]\narch=aarch64\nos=linux\npath=/usr/local/Ascend/cann-8.5.0\n")
+# The driver 24.1.rc3 of https://github.com/vllm-project/vllm-ascend/issues/451, which runs CANN 8.0.0 there.
+DRIVER_241RC3_INFO = ("Version=24.1.rc3\nascendhal_version=7.35.23\nInnerversion=V100R001C19SPC001B124\n"
+                      "compatible_version=[V100R001C13],[V100R001C15],[V100R001C17],[V100R001C18],[V100R001C19]\n"
+                      "compatible_version_fw=[7.0.0,7.5.99]\npackage_version=24.1.rc3\n")
+
+
 def test_cann_driver_problems():
-    cann = {"version": "8.5.0", "innerversion": "V100R001C25SPC001B212",
-            "compatible_version": "[V100R001C15],[V100R001C18],[V100R001C19],[V100R001C20],[V100R001C21],"
-                                  "[V100R001C23]"}
+    cann = dict(ap.parse_kv(CANN_850_INFO))
     old = {"version": "24.1.rc1", "Innerversion": "V100R001C13SPC006B220", "compatible_version": "[V100R001C13]"}
     problems = ap.cann_driver_problems(cann, old)
-    assert len(problems) == 2
+    assert len(problems) == 1
     assert "not with driver 24.1.rc1 (V100R001C13SPC006B220, family V100R001C13)" in problems[0]
-    assert "not with CANN 8.5.0 (V100R001C25SPC001B212)" in problems[1]
-    good = {"version": "25.2.0", "Innerversion": "V100R001C23SPC001B211", "compatible_version": "[V100R001C25]"}
-    assert ap.cann_driver_problems(cann, good) == []
+
+
+def test_cann_driver_problems_ignore_the_drivers_own_list():
+    """The driver's compatible_version names no CANN family (24.1.rc3 lists C13..C19 and runs CANN 8.0.0, #451):
+    CANN 8.5.0 lists the driver's family C19, so they go together."""
+    assert ap.cann_driver_problems(ap.parse_kv(CANN_850_INFO), ap.parse_kv(DRIVER_241RC3_INFO)) == []
 
 
 def test_installed_files_layouts():
     assert ap.installed_files("toolkit", "/usr/local/Ascend/", "aarch64") == [
-        "/usr/local/Ascend/ascend-toolkit/latest/aarch64-linux/ascend_toolkit_install.info",
-        "/usr/local/Ascend/cann/aarch64-linux/ascend_toolkit_install.info"]
+        "/usr/local/Ascend/cann/aarch64-linux/ascend_toolkit_install.info",
+        "/usr/local/Ascend/ascend-toolkit/latest/aarch64-linux/ascend_toolkit_install.info"]
     assert ap.installed_files("driver", "/opt/Ascend", "x86_64") == ["/opt/Ascend/driver/version.info"]
+    assert ap.installed_files("nnal", "/usr/local/Ascend", "x86_64") == [
+        "/usr/local/Ascend/nnal/atb/latest/version.info"]
+
+
+# nnal/atb/latest/version.info as NNAL writes it: https://github.com/vllm-project/vllm-ascend/issues/451
+NNAL_INFO = ("    Ascend-cann-atb : 8.0.0\n    Ascend-cann-atb Version : 8.0.0.B100\n    Platform : aarch64\n"
+             "    branch : br_release_cann_8.0.0_20250521\n    commit id : af0ec2e868267322b4fb7949da3ae7af769d9644\n")
+
+
+def test_nnal_version_info_is_colon_separated():
+    info = ap.parse_kv(NNAL_INFO)
+    assert ap.info_version(info) == "8.0.0"
+    assert info["Ascend-cann-atb Version"] == "8.0.0.B100"
+    assert info["commit id"] == "af0ec2e868267322b4fb7949da3ae7af769d9644"
+    # '=' still wins where a line holds both (a toolkit version.info line, vllm-ascend issue #451)
+    assert ap.parse_kv("runtime_running_version=[7.6.0.1.220:8.0.0]\n") == {
+        "runtime_running_version": "[7.6.0.1.220:8.0.0]"}
+
+
+@pytest.mark.parametrize("version,generation,kernels,home,toolkit_info", [
+    # Huawei's images: ASCEND_TOOLKIT_HOME=/usr/local/Ascend/ascend-toolkit/latest for 8.3.rc2,
+    # /usr/local/Ascend/cann-<version> for 8.5.1 and 9.0.0 (Ascend/cann-container-image, cann/*/Dockerfile)
+    ("8.3.RC2", "ascend-toolkit", "Ascend-cann-kernels-910b_8.3.RC2_linux-aarch64.run",
+     "/usr/local/Ascend/ascend-toolkit/latest",
+     "/usr/local/Ascend/ascend-toolkit/latest/aarch64-linux/ascend_toolkit_install.info"),
+    ("8.5.0", "cann", "Ascend-cann-910b-ops_8.5.0_linux-aarch64.run", "/usr/local/Ascend/cann-8.5.0",
+     "/usr/local/Ascend/cann/aarch64-linux/ascend_toolkit_install.info"),
+    ("8.5.1", "cann", "Ascend-cann-910b-ops_8.5.1_linux-aarch64.run", "/usr/local/Ascend/cann-8.5.1",
+     "/usr/local/Ascend/cann/aarch64-linux/ascend_toolkit_install.info"),
+    ("9.0.0", "cann", "Ascend-cann-910b-ops_9.0.0_linux-aarch64.run", "/usr/local/Ascend/cann-9.0.0",
+     "/usr/local/Ascend/cann/aarch64-linux/ascend_toolkit_install.info"),
+])
+def test_cann_layout(version, generation, kernels, home, toolkit_info):
+    layout = ap.cann_layout(version, "aarch64")
+    assert layout["generation"] == generation
+    assert layout["files"]["kernels"] == kernels
+    assert layout["home"] == home
+    assert layout["info"]["toolkit"] == toolkit_info
+    # every generation keeps these (Huawei's images source them for 8.3.rc2, 8.5.1, 9.0.0, 9.1.0-beta.3)
+    assert layout["toolkit_set_env"] == "/usr/local/Ascend/ascend-toolkit/set_env.sh"
+    assert layout["nnal_set_env"] == "/usr/local/Ascend/nnal/atb/set_env.sh"
+    assert layout["atb_home"] == "/usr/local/Ascend/nnal/atb/latest/atb"
+
+
+def test_cann_layout_refuses_a_non_version():
+    with pytest.raises(ap.AscendVersionError):
+        ap.cann_layout("latest", "aarch64")

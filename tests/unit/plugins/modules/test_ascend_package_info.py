@@ -138,3 +138,32 @@ def test_wrong_kind_of_package(pkgs, tmp_path):
     kind, res = run({"kind": "firmware", "package": pkgs["n+1"]["toolkit"], "install_path": str(tmp_path)})
     assert kind is FailJson
     assert res["msg"].endswith("no firmware/version.info in the extracted package; is it a firmware package?")
+
+
+def test_nnal_installed_is_seen(tmp_path):
+    """NNAL's version.info is indented 'key : value' (https://github.com/vllm-project/vllm-ascend/issues/451):
+    the installed NNAL must be read, else every run plans a full install."""
+    atb = tmp_path / "nnal" / "atb" / "8.3.RC2"
+    atb.mkdir(parents=True)
+    (atb / "version.info").write_text("    Ascend-cann-atb : 8.3.RC2\n    Ascend-cann-atb Version : 8.3.RC2.B030\n"
+                                      "    Platform : x86_64\n    branch : br_release_cann_8.3.RC2\n"
+                                      "    commit id : 02a94694766ebf12d820aa4b5d9c95c4fe149379\n")
+    os.symlink("8.3.RC2", str(tmp_path / "nnal" / "atb" / "latest"))
+    kind, res = run({"kind": "nnal", "version": "8.3.RC2", "install_path": str(tmp_path), "arch": "x86_64"})
+    assert kind is ExitJson, res
+    assert (res["installed"]["version"], res["action"]) == ("8.3.RC2", "none")
+
+
+def test_toolkit_installed_cann_85_layout(tmp_path):
+    """CANN 8.5 records itself in <root>/cann/<arch>-linux/ascend_toolkit_install.info (hiascend CANN 8.5.0
+    installation guide, "File Paths"; vllm-ascend issue #6271 for the content)."""
+    info = tmp_path / "cann-8.5.0" / "x86_64-linux"
+    info.mkdir(parents=True)
+    (info / "ascend_toolkit_install.info").write_text(
+        "package_name=Ascend-cann-toolkit\nversion=8.5.0\ninnerversion=V100R001C25SPC001B232\n"
+        "path=/usr/local/Ascend/cann-8.5.0/x86_64-linux\n")
+    os.symlink("cann-8.5.0", str(tmp_path / "cann"))
+    kind, res = run({"kind": "toolkit", "version": "8.5.1", "install_path": str(tmp_path), "arch": "x86_64"})
+    assert kind is ExitJson, res
+    assert (res["installed"]["version"], res["action"]) == ("8.5.0", "upgrade")
+    assert res["installed"]["file"].endswith("/cann/x86_64-linux/ascend_toolkit_install.info")
