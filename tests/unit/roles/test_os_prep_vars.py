@@ -50,8 +50,7 @@ DEB_NAMES = {"gcc", "g++", "make", "dkms", "pciutils", "numactl", "libnuma1", "n
 EXPECTED = {
     # host: (distribution, version, major, os_family, vars file, package manager, real names, header packages)
     "kylin_v10_sp2": ("Kylin Linux Advanced Server", "V10", "V10", "RedHat", "Kylin_Linux_Advanced_Server.yml", "dnf",
-                      RPM_NAMES, ["kernel-devel-4.19.90-24.4.v2101.ky10.aarch64",
-                                  "kernel-headers-4.19.90-24.4.v2101.ky10.aarch64"]),
+                      RPM_NAMES, ["kernel-devel-4.19.90-24.4.v2101.ky10.aarch64"]),
     "openeuler_22.03": ("openEuler", "22.03", "22", "RedHat", "openEuler.yml", "dnf", RPM_NAMES,
                         ["kernel-devel-5.10.0-60.18.0.50.oe2203.aarch64",
                          "kernel-headers-5.10.0-60.18.0.50.oe2203.aarch64"]),
@@ -153,3 +152,87 @@ def test_an_unsupported_release_is_refused(tmp_path, monkeypatch, text, name, ve
     facts = gather(tmp_path, monkeypatch, text)
     assert (facts["distribution"], facts["distribution_version"]) == (name, version)
     assert not supported(facts)
+
+
+# --- sysctl: only the keys the running kernel has ---------------------------------------------------------------
+
+def _proc_sys(tmp_path, keys):
+    """A /proc/sys holding these keys only (as on a kernel that has exactly them)."""
+    for key in keys:
+        target = tmp_path / "proc" / "sys" / key.replace(".", "/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("0\n")
+    return tmp_path
+
+
+def _tuning_task(name):
+    return [t for t in role_yaml("tasks", "tuning.yml") if t["name"].startswith(name)][0]
+
+
+def _sysctl_conf(root, sysctl):
+    """tasks/tuning.yml's stat loop and set_fact, then templates/sysctl.conf.j2, rendered as written."""
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True, keep_trailing_newline=True)
+    env.filters["dict2items"] = lambda d: [{"key": k, "value": v} for k, v in d.items()]
+    env.filters["comment"] = lambda text: "# " + text
+    look = _tuning_task("Look for each kernel parameter")
+    items = env.from_string(look["loop"]).render(os_prep_sysctl=sysctl)
+    results = []
+    for item in yaml.safe_load(items.replace("'", '"')):
+        path = env.from_string(look["ansible.builtin.stat"]["path"]).render(item=item)
+        results.append({"item": item, "stat": {"exists": os.path.exists(os.path.join(str(root), path.lstrip("/")))}})
+    note = _tuning_task("Note the parameters")["ansible.builtin.set_fact"]
+    facts = {k: yaml.safe_load(env.from_string(v).render(_os_prep_sysctl_keys={"results": results}).replace("'", '"'))
+             for k, v in note.items()}
+    with open(os.path.join(ROLE, "templates", "sysctl.conf.j2")) as handle:
+        text = env.from_string(handle.read()).render(os_prep_sysctl=sysctl, ansible_managed="Ansible managed", **facts)
+    return text, facts
+
+
+def test_sysctl_skips_a_key_the_kernel_lacks(tmp_path):
+    sysctl = role_yaml("defaults", "main.yml")["os_prep_sysctl"]
+    # Ubuntu 22.04 (5.15) / openEuler 24.03 (6.6): no kernel.sched_migration_cost_ns since Linux 5.13
+    root = _proc_sys(tmp_path, ["vm.swappiness", "kernel.numa_balancing"])
+    text, facts = _sysctl_conf(root, sysctl)
+    active = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert active == ["kernel.numa_balancing = 0", "vm.swappiness = 0"]
+    assert facts["_os_prep_sysctl_skipped"] == ["kernel.sched_migration_cost_ns"]
+    assert "# kernel.sched_migration_cost_ns = 50000  (skipped: not in /proc/sys of this kernel)" in text
+
+
+def test_sysctl_keeps_every_key_a_5_10_kernel_has(tmp_path):
+    sysctl = role_yaml("defaults", "main.yml")["os_prep_sysctl"]
+    # openEuler 22.03 (5.10, CONFIG_SCHED_DEBUG): the key is still in /proc/sys
+    root = _proc_sys(tmp_path, ["vm.swappiness", "kernel.numa_balancing", "kernel.sched_migration_cost_ns"])
+    text, facts = _sysctl_conf(root, sysctl)
+    assert "kernel.sched_migration_cost_ns = 50000" in text.splitlines()
+    assert facts["_os_prep_sysctl_skipped"] == []
+
+
+# --- preflight: the driver's build packages on dnf systems ------------------------------------------------------
+
+def _build_check(results, kernel="5.10.0-60.18.0.50.oe2203.aarch64"):
+    """tasks/preflight.yml's missing list and message, rendered as written."""
+    task = [t for t in role_yaml("tasks", "preflight.yml") if t["name"].startswith("Stop when a build package")][0]
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.tests["defined"] = lambda value: not isinstance(value, jinja2.Undefined)
+    missing = yaml.safe_load(env.from_string(task["vars"]["_os_prep_build_missing"]).render(
+        _os_prep_build_pkgs={"results": results}).replace("'", '"'))
+    msg = env.from_string(task["ansible.builtin.fail"]["msg"]).render(
+        _os_prep_build_missing=missing, inventory_hostname="node1", ansible_facts={"kernel": kernel})
+    return missing, msg
+
+
+def test_preflight_names_missing_dkms_and_kernel_devel_with_their_fix():
+    # `dnf -q list NAME` exits 1 with "Error: No matching Packages to list" when NAME is neither installed nor available
+    results = [{"item": "dkms", "rc": 1}, {"item": "kernel-devel-5.10.0-60.18.0.50.oe2203.aarch64", "rc": 1},
+               {"item": "kernel-headers-5.10.0-60.18.0.50.oe2203.aarch64", "rc": 0}]
+    missing, msg = _build_check(results)
+    assert missing == ["dkms", "kernel-devel-5.10.0-60.18.0.50.oe2203.aarch64"]
+    assert "Huawei ships a dkms rpm" in msg and "rpm -ivh" in msg
+    assert "must match the running kernel 5.10.0-60.18.0.50.oe2203.aarch64" in msg
+    assert "instg_0049.html" in msg and "Nothing was changed" in msg
+
+
+def test_preflight_passes_when_everything_is_installed_or_available():
+    assert _build_check([{"item": "dkms", "rc": 0}])[0] == []
+    assert _build_check([{"item": "dkms", "skipped": True}])[0] == []
