@@ -24,6 +24,7 @@ Layouts handled (see ``layout`` in the result):
 
 from __future__ import annotations
 
+import os
 import re
 
 __all__ = [
@@ -32,6 +33,8 @@ __all__ = [
     "NpuSmiParseError",
     "chip_family",
     "classify_error",
+    "find_device_holders",
+    "merge_health",
     "parse_board",
     "parse_common",
     "parse_health",
@@ -649,6 +652,7 @@ def _health_block(block):
         "error_codes": codes,
         "error_information": "; ".join(lines) if lines else None,
         "error_information_lines": lines,
+        "error_codes_shown": "error_code" in info,
     }
     for key in ("npu_id", "chip_id"):
         if key in info:
@@ -656,11 +660,38 @@ def _health_block(block):
     return out
 
 
+def merge_health(chips):
+    """One NPU's health from the parsed health of its chips (``parse_health`` results, one per ``-c``).
+
+    The worst health, every error code once, all error texts; ``chips`` keeps each chip's own result.
+    """
+    chips = [c for c in chips if c]
+    if not chips:
+        return None
+    top = {k: v for k, v in chips[0].items() if k != "chips"}
+    if len(chips) > 1:
+        top["health"] = worst_health(c["health"] for c in chips)
+        codes = []
+        for c in chips:
+            codes.extend(x for x in c["error_codes"] if x not in codes)
+        top["error_codes"] = codes
+        texts = [c["error_information"] for c in chips if c["error_information"]]
+        top["error_information"] = "; ".join(texts) if texts else None
+        top["error_information_lines"] = [x for c in chips for x in c["error_information_lines"]]
+        top["error_code"] = " ".join(codes) if codes else None
+        top["error_codes_shown"] = any(c.get("error_codes_shown") for c in chips)
+    top["chips"] = [{k: v for k, v in c.items() if k != "chips"} for c in chips]
+    return top
+
+
 def parse_health(text):
     """Parse ``npu-smi info -t health -i N [-c C]``.
 
-    Returns ``{health, error_code, error_codes, error_information, error_information_lines, chips}``;
-    with several chip blocks the top level holds the worst health and all error codes.
+    With ``-c`` (``Health Status`` / ``Error Code`` / ``Error Information``) one chip; without ``-c`` a 910B/A3
+    npu-smi prints only ``Health`` per chip (and the MCU's, which is left out here): no error codes, so
+    ``error_codes_shown`` is false and ``error_codes`` empty whatever the state (query each chip with ``-c``).
+    Returns ``{health, error_code, error_codes, error_codes_shown, error_information, error_information_lines,
+    chips}``; with several chip blocks the top level holds the worst health and all error codes.
     """
     blocks = _kv_blocks(text, "health")
     # a new chip starts at a repeated 'health' key; keep npu_id/chip_id headers with the block that follows
@@ -674,48 +705,116 @@ def parse_health(text):
         current.append(block)
     if current:
         groups.append(current)
-    chips = [_health_block([item for b in g for item in b]) for g in groups]
+    chips = []
+    for group in groups:
+        items = [item for b in group for item in b]
+        if any(k == "chip_name" and str(_kv_value(k, parts[0])).lower() == "mcu" for k, _label, parts in items):
+            continue  # the card's MCU (npu_card_info.c show_ascend_card_mcu_info), not an NPU chip
+        chips.append(_health_block(items))
     chips = [c for c in chips if c["health"] is not None or c["error_codes"] or c["error_information"]]
     if not chips:
         raise NpuSmiParseError("no 'Health' or 'Health Status' line found in 'npu-smi info -t health' output")
-    top = dict(chips[0])
-    if len(chips) > 1:
-        top["health"] = worst_health(c["health"] for c in chips)
-        codes = []
-        for c in chips:
-            codes.extend(x for x in c["error_codes"] if x not in codes)
-        top["error_codes"] = codes
-        texts = [c["error_information"] for c in chips if c["error_information"]]
-        top["error_information"] = "; ".join(texts) if texts else None
-        top["error_information_lines"] = [x for c in chips for x in c["error_information_lines"]]
-        top["error_code"] = " ".join(codes) if codes else None
-    top["chips"] = chips
-    return top
+    return merge_health(chips)
 
 
 # --------------------------------------------------------------------------- errors
 
 
 _GROUP_HINT = "HwHiAiUser"
+# npu-smi's two dcmi_init texts (npu_smi.c handle_dcmi_initialization) and the codes of dcmi_interface_api.h.
+_DCMI_INIT_TEXT = "dcmi module initialize failed"
+_DCMI_USED_TEXT = "dcmi model initialized failed, because the device is used"
+DCMI_ERR_CODE_INNER_ERR = -8005
+DCMI_ERR_CODE_RESOURCE_OCCUPIED = -8020
+_RET_RE = re.compile(r"ret is\s{0,8}(-?\d{1,10})")
+_HOLDERS_HINT = (
+    "find it with 'fuser -v /dev/davinci* /dev/davinci_manager' (or 'lsof /dev/davinci_manager'; a container "
+    "started with --device /dev/davinciN shows in 'docker ps' / 'crictl ps'), stop it, then run again"
+)
 
 
-def classify_error(stdout, stderr, rc):
+def _dcmi_failure(out):
+    """``(text, ret)`` of npu-smi's dcmi_init failure in ``out`` (ret None when not printed), or None.
+
+    Scans line by line with fixed strings and a bounded pattern: linear in the length of the output.
+    """
+    for line in out.splitlines():
+        low = line.lower()
+        for text in (_DCMI_USED_TEXT, _DCMI_INIT_TEXT):
+            at = low.find(text)
+            if at != -1:
+                m = _RET_RE.search(low, at + len(text))
+                return text, (int(m.group(1)) if m else None)
+    return None
+
+
+def _holders_text(holders):
+    parts = []
+    for h in holders[:8]:
+        what = "{} (pid {})".format(h.get("name") or "?", h.get("pid"))
+        if h.get("container"):
+            what += " in container " + str(h["container"])[:12]
+        parts.append(what + " holds " + ", ".join(h.get("devices") or []))
+    more = len(holders) - len(parts)
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def _npu_smi_missing(low):
+    """``...npu-smi: no such file or directory`` (a shell or exec error), found without backtracking."""
+    for line in low.splitlines():
+        at = line.find(": no such file or directory")
+        if at > 0:
+            before = line[:at].split()
+            if before and "npu-smi" in before[-1]:
+                return True
+    return False
+
+
+def classify_error(stdout, stderr, rc, holders=None):
     """Recognise the errors npu-smi prints and say what to do.
 
-    Returns ``(kind, message)``; kind is one of ``ok``, ``dcmi_init``, ``invalid_card``,
-    ``not_found``, ``permission``, ``no_device``, ``unknown``.
+    Returns ``(kind, message)``; kind is one of ``ok``, ``dcmi_init``, ``device_in_use``, ``device_held``,
+    ``invalid_card``, ``not_found``, ``permission``, ``no_device``, ``unknown``.
+
+    - ``device_in_use``: ``dcmi model initialized failed, because the device is used. ret is -8020``
+      (DCMI_ERR_CODE_RESOURCE_OCCUPIED): another process or container holds the NPUs. Stop it; no reboot.
+    - ``device_held``: any other dcmi_init failure (usually -8005, DCMI_ERR_CODE_INNER_ERR) while ``holders``
+      (from :func:`find_device_holders`) is not empty: stop the holders; no reboot.
+    - ``dcmi_init``: any other dcmi_init failure. -8005 is a generic inner error: it follows a driver or
+      firmware install that still needs its reboot, but also a user outside HwHiAiUser or a container without
+      the driver mounts, so it alone does not prove a reboot is pending.
     """
     out = "{}\n{}".format(stdout or "", stderr or "")
     low = out.lower()
-    m = re.search(r"dcmi module initialize failed[^\n]*?ret is\s*(-?\d+)", out, re.IGNORECASE)
-    if m or "dcmi module initialize failed" in low:
-        code = m.group(1) if m else "unknown"
+    dcmi = _dcmi_failure(out)
+    if dcmi is not None:
+        text, ret = dcmi
+        code = "unknown" if ret is None else ret
+        if text == _DCMI_USED_TEXT or ret == DCMI_ERR_CODE_RESOURCE_OCCUPIED:
+            msg = (
+                f"npu-smi could not initialise DCMI because the device is used (ret {code}, "
+                "DCMI_ERR_CODE_RESOURCE_OCCUPIED): another process or container holds the NPUs"
+                + (f" ({_holders_text(holders)})" if holders else "")
+                + f": {_HOLDERS_HINT}. A reboot does not help unless a driver or firmware install is also pending."
+            )
+            return ("device_in_use", msg)
+        if holders:
+            msg = (
+                f"npu-smi could not initialise DCMI (ret {code}; -8005 is DCMI_ERR_CODE_INNER_ERR, a generic inner "
+                f"error) while other processes hold the NPU devices: {_holders_text(holders)}. Stop them (docker "
+                "stop / crictl stop for a container, or end the process) and run again; do not reboot for this."
+            )
+            return ("device_held", msg)
         msg = (
-            f"npu-smi could not initialise the DCMI library (ret {code}). Usual causes: "
-            "(1) the NPU driver or firmware was installed or upgraded without a reboot: reboot the node; "
-            f"(2) the user running npu-smi is neither root nor in the {_GROUP_HINT} group: "
+            f"npu-smi could not initialise the DCMI library (ret {code}; -8005 is DCMI_ERR_CODE_INNER_ERR, a "
+            "generic inner error, not proof that a reboot is pending). Usual causes: "
+            "(1) a driver or firmware install or upgrade is waiting for its reboot (the installer said a reboot "
+            "is needed, or the loaded driver differs from the one in /usr/local/Ascend/driver/version.info): "
+            "reboot the node; "
+            f"(2) a container or process holds the NPUs: {_HOLDERS_HINT}; "
+            f"(3) the user running npu-smi is neither root nor in the {_GROUP_HINT} group: "
             f"run as root (become: true) or add the user to {_GROUP_HINT}; "
-            "(3) inside a container the driver is not mounted: pass /dev/davinci*, /dev/davinci_manager, "
+            "(4) inside a container the driver is not mounted: pass /dev/davinci*, /dev/davinci_manager, "
             "/dev/devmm_svm, /dev/hisi_hdc and mount /usr/local/Ascend/driver and /usr/local/dcmi."
         )
         return ("dcmi_init", msg)
@@ -726,7 +825,13 @@ def classify_error(stdout, stderr, rc):
             "missing card."
         )
         return ("invalid_card", msg)
-    if rc == 127 or "command not found" in low or re.search(r"npu-smi\S*: no such file or directory", low):
+    if "invalid chip id" in low:
+        msg = (
+            "npu-smi reports 'Invalid chip id.': the chip id given with -c does not exist on that NPU. Take the "
+            "chip ids from 'npu-smi info -m' (an Atlas A3 NPU has chips 0 and 1, a 910B NPU only chip 0)."
+        )
+        return ("invalid_card", msg)
+    if rc == 127 or "command not found" in low or _npu_smi_missing(low):
         msg = (
             "npu-smi was not found: the Ascend NPU driver is not installed (npu-smi comes with the driver package, "
             "in /usr/local/sbin or /usr/local/bin), or it is not mounted into this container. Install the driver "
@@ -747,19 +852,77 @@ def classify_error(stdout, stderr, rc):
     return ("ok", "")
 
 
+_DEVICE_RE = re.compile(r"^/dev/(?:davinci\d{1,4}|davinci_manager|devmm_svm|hisi_hdc)$")
+_CONTAINER_RE = re.compile(r"[0-9a-f]{64}")
+
+
+def find_device_holders(proc="/proc", exclude_pids=None):
+    """The processes that hold an NPU device open (``/dev/davinci*``, ``davinci_manager``, ``devmm_svm``,
+    ``hisi_hdc``), read from ``proc``: ``[{pid, name, devices, container}]`` sorted by pid.
+
+    ``container`` is the 64-hex container id in the process's cgroup (docker, containerd, CRI-O), else None.
+    Processes this user may not inspect are skipped. Read-only.
+    """
+    exclude = {str(p) for p in (exclude_pids or ())} | {str(os.getpid())}
+    holders = []
+    try:
+        pids = sorted((e for e in os.listdir(proc) if e.isdigit() and e not in exclude), key=int)
+    except OSError:
+        return holders
+    for pid in pids:
+        base = os.path.join(proc, pid)
+        try:
+            fds = os.listdir(os.path.join(base, "fd"))
+        except OSError:
+            continue
+        devices = set()
+        for fd in fds:
+            try:
+                target = os.readlink(os.path.join(base, "fd", fd))
+            except OSError:
+                continue
+            if _DEVICE_RE.match(target):
+                devices.add(target)
+        if not devices:
+            continue
+        name = container = None
+        try:
+            with open(os.path.join(base, "comm")) as handle:
+                name = handle.read().strip() or None
+        except OSError:
+            pass
+        try:
+            with open(os.path.join(base, "cgroup")) as handle:
+                m = _CONTAINER_RE.search(handle.read())
+                container = m.group(0) if m else None
+        except OSError:
+            pass
+        holders.append({"pid": int(pid), "name": name, "devices": sorted(devices), "container": container})
+    return holders
+
+
 # --------------------------------------------------------------------------- facts for roles
 
 
 # PCI device ids (lspci / '-t board' 'PCI Device ID') -> family; used when the table prints no usable name.
-_PCI_FAMILY = {"d100": "310", "d500": "310P", "d801": "910A", "d802": "910B", "d806": "950"}
+# d803 = Atlas A3 (910_93): driver source scripts/package/custom/driver/common/scripts/ascend_bug_report.sh
+# (PCIE_BDF_910_93="19e5:d803") and ascend910_93/scripts/specific_func.inc (device_bdf="0xd803").
+_PCI_FAMILY = {"d100": "310", "d500": "310P", "d801": "910A", "d802": "910B", "d803": "A3", "d806": "950"}
 
 
 def chip_family(name, layout=None, pci_device_id=None):
-    """Family of a chip: ``910B``, ``A3``, ``910A``, ``310P``, ``310``, ``310B``, ``950`` or None."""
+    """Family of a chip: ``910B``, ``A3``, ``910A``, ``310P``, ``310``, ``310B``, ``950`` or None.
+
+    The PCI device id, when known, wins over the printed name: an Atlas A3 prints ``Ascend910`` (like a 910A
+    would) in some layouts, but its device id is d803.
+    """
     if layout == "a3":
         return "A3"
     if layout == "950":
         return "950"
+    pci = str(pci_device_id or "").lower().replace("0x", "")
+    if pci in _PCI_FAMILY:
+        return _PCI_FAMILY[pci]
     n = re.sub(r"[\s_-]+", "", str(name or "")).upper()
     n = re.sub(r"^ASCEND", "", n)
     if n.startswith(("91093", "910C")):
@@ -771,8 +934,7 @@ def chip_family(name, layout=None, pci_device_id=None):
     for prefix, family in (("310P", "310P"), ("310B", "310B"), ("310", "310"), ("950", "950")):
         if n.startswith(prefix):
             return family
-    pci = str(pci_device_id or "").lower().replace("0x", "")
-    return _PCI_FAMILY.get(pci)
+    return None
 
 
 def _sum(values):

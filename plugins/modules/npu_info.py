@@ -9,7 +9,8 @@ module: npu_info
 short_description: Gather Huawei Ascend NPU facts from npu-smi
 version_added: 0.1.0
 description:
-  - Runs C(npu-smi info) and, per NPU, C(npu-smi info -t board -i N) and C(npu-smi info -t health -i N).
+  - Runs C(npu-smi info) and, per NPU, C(npu-smi info -t board -i N) and, per chip, C(npu-smi info -t health -i N -c C)
+    (without C(-c) a 910B or Atlas A3 npu-smi prints the health only, without error codes or text).
   - Returns the number of NPUs, the chip name and family, HBM totals, processes, and the unhealthy NPUs with
     their error codes and error text.
   - Reads only; it runs in check mode too.
@@ -23,7 +24,7 @@ options:
     type: path
   detail:
     description:
-      - Also run C(npu-smi info -t board -i N) and C(npu-smi info -t health -i N) for every NPU.
+      - Also run C(npu-smi info -t board -i N) for every NPU and C(npu-smi info -t health -i N -c C) for every chip.
       - Board detail gives the firmware version and PCI device id; health detail gives error codes and text.
     type: bool
     default: true
@@ -47,6 +48,10 @@ notes:
   - C(npu-smi) needs root or membership in the C(HwHiAiUser) group; use O(ignore:become=true) otherwise.
   - An NPU counts as unhealthy when its health is V(Warning), V(Alarm) or V(Critical) (as the driver counts it),
     or when its detail query says C(Invalid card id.).
+  - When npu-smi cannot initialise DCMI the module looks up the processes that hold C(/dev/davinci*) (read from
+    C(/proc)): C(dcmi model initialized failed, because the device is used. ret is -8020) is C(kind=device_in_use),
+    a C(-8005) while such holders exist is C(kind=device_held); both are fixed by stopping the holder, not by a
+    reboot. A C(-8005) without holders is C(kind=dcmi_init).
 seealso:
   - plugin: ascendai.vllm.parse_npu_smi
     plugin_type: filter
@@ -151,7 +156,8 @@ npus:
   description:
     - One entry per NPU as parsed from the table (C(npu_id), C(name), C(health), C(power_w), C(temp_c), C(chips))
       plus C(family), C(hbm_total_mb), C(hbm_used_mb), C(hbm_free_mb), C(board) and C(health_detail)
-      (parsed C(-t board) and C(-t health) output, null without O(detail)) and C(detail_error).
+      (parsed C(-t board) output and the C(-t health -c C) output of its chips merged, worst health and every
+      error code, each chip's under C(chips); null without O(detail)) and C(detail_error).
   returned: success
   type: list
   elements: dict
@@ -182,10 +188,17 @@ ansible_facts:
   type: dict
 kind:
   description:
-    - On failure, the kind of error (C(dcmi_init), C(invalid_card), C(not_found), C(permission), C(no_device),
-      C(unknown), C(parse)).
+    - On failure, the kind of error (C(dcmi_init), C(device_in_use), C(device_held), C(invalid_card), C(not_found),
+      C(permission), C(no_device), C(unknown), C(parse)).
   returned: failure
   type: str
+holders:
+  description:
+    - When npu-smi could not initialise DCMI, the processes that hold an NPU device open (C(pid), C(name),
+      C(devices), C(container), the container id from the process's cgroup or null).
+  returned: failure with kind dcmi_init, device_in_use or device_held
+  type: list
+  elements: dict
 """
 
 import os
@@ -194,6 +207,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascendai.vllm.plugins.module_utils.npu_smi import (
     NpuSmiParseError,
     classify_error,
+    find_device_holders,
+    merge_health,
     parse_board,
     parse_health,
     parse_info,
@@ -227,7 +242,13 @@ def run_npu_smi(module, argv):
 
 
 def fail_run(module, argv, rc, out, err, kind, msg):
-    module.fail_json(msg="{}: {}".format(" ".join(argv), msg), kind=kind, rc=rc, stdout=out, stderr=err, cmd=argv)
+    extra = {}
+    if kind in ("dcmi_init", "device_in_use"):
+        # who holds the NPU devices tells a held device (stop it) from a pending reboot (-8005 is generic)
+        extra["holders"] = find_device_holders()
+        kind, msg = classify_error(out, err, rc, holders=extra["holders"])
+    module.fail_json(msg="{}: {}".format(" ".join(argv), msg), kind=kind, rc=rc, stdout=out, stderr=err, cmd=argv,
+                     **extra)
 
 
 def main():
@@ -257,22 +278,35 @@ def main():
     if module.params["detail"]:
         for npu in info["npus"]:
             npu_id = npu["npu_id"]
-            for what, parser, store in (("board", parse_board, boards), ("health", parse_health, healths)):
-                argv = [npu_smi, "info", "-t", what, "-i", str(npu_id)]
+            # board: one query per NPU; health: one per chip, with -c (without it a 910B/A3 npu-smi prints the
+            # health only, no error code or text: npu_card_info.c show_ascend_card_health)
+            queries = [("board", parse_board, ["-t", "board", "-i", str(npu_id)])]
+            for index, chip in enumerate(npu.get("chips") or [{}]):
+                chip_id = chip.get("chip_id") if chip.get("chip_id") is not None else index
+                queries.append(("health", parse_health, ["-t", "health", "-i", str(npu_id), "-c", str(chip_id)]))
+            chip_healths = []
+            for what, parser, args in queries:
+                argv = [npu_smi, "info"] + args
                 rc, out, err, kind, msg = run_npu_smi(module, argv)
                 if kind == "invalid_card":
                     # the NPU is in the summary but its detail query says it does not exist: a vanished card
-                    detail_errors[npu_id] = "{}: {}".format(" ".join(argv[1:]), msg)
+                    detail_errors.setdefault(npu_id, "{}: {}".format(" ".join(argv[1:]), msg))
                     continue
                 if kind != "ok":
                     fail_run(module, argv, rc, out, err, kind, msg)
                 try:
-                    store[npu_id] = parser(out)
+                    parsed = parser(out)
                 except NpuSmiParseError as exc:
                     module.fail_json(
                         msg="{}: could not read the output: {}".format(" ".join(argv), exc),
                         kind="parse", rc=rc, stdout=out, stderr=err,
                     )
+                if what == "board":
+                    boards[npu_id] = parsed
+                else:
+                    chip_healths.append(dict(parsed, chip_id=int(args[-1])))
+            if chip_healths:
+                healths[npu_id] = merge_health(chip_healths)
 
     facts = summarize(info, boards, healths, detail_errors)
     for warning in facts["warnings"]:

@@ -5,12 +5,13 @@ import sys
 
 from atlas_sim import SIMULATED_NOTE, state as st
 
-# Error information texts: A4025021 as captured (MindCluster FaultDiag fixture); others generic.
+# Error information texts, one per code as npu-smi prints them (npu_info_print.c print_diagnosis_info): the three
+# codes and texts of the MindCluster FaultDiag capture (npu_info_after.txt); other codes get a generic text.
 ERROR_INFO = {
-    "A4025021": ["ascend_monitor adda heart beat lost error",
-                 "node type=process-manager, sensor type=General Software, event state=The process start failed "
-                 "or exit abnormally",
-                 "node type=adda, sensor type=Heartbeat Sensor, event state=Heartbeat Lost."],
+    "A4025021": "ascend_monitor adda heart beat lost error",
+    "8C03A000": "node type=process-manager, sensor type=General Software, event state=The process start failed "
+                "or exit abnormally",
+    "8C084E00": "node type=adda, sensor type=Heartbeat Sensor, event state=Heartbeat Lost.",
 }
 
 
@@ -33,8 +34,9 @@ def apply(state, args):
         codes = [_code(c) for c in args.code]
         chip["health"] = args.health
         chip["error_codes"] = codes
-        chip["error_info"] = [args.info] if args.info else ERROR_INFO.get(
-            codes[0], ["node type=NPU, sensor type=General Fault, event state=fault event %s" % codes[0]])
+        chip["error_info"] = [args.info] if args.info else [
+            ERROR_INFO.get(code, "node type=NPU, sensor type=General Fault, event state=fault event %s" % code)
+            for code in codes]
     elif args.fault == "nic-down":
         state["nics"][str(args.dev)]["link"] = "DOWN"
     elif args.fault == "nic-up":
@@ -47,6 +49,8 @@ def apply(state, args):
         _chips(state, args.npu)["present"] = False
     elif args.fault == "installer-fail":
         state["faults"]["installer_fail"] = True
+    elif args.fault == "device-held":
+        state["faults"]["device_held"] = args.ret
     elif args.fault == "clear":
         for card in state["npus"]:
             card["present"] = True
@@ -56,6 +60,7 @@ def apply(state, args):
             nic["link"], nic["net_health"] = "UP", None
         state.pop("fabric", None)
         state["faults"]["installer_fail"] = False
+        state["faults"]["device_held"] = None
     return state
 
 
@@ -82,6 +87,9 @@ def parser():
     sub.add_parser("card-missing", help="an NPU card vanishes from the bus").add_argument("--npu", type=int,
                                                                                           required=True)
     sub.add_parser("installer-fail", help="the next installer run fails midway")
+    held = sub.add_parser("device-held", help="another process (a container) holds the NPUs: npu-smi's DCMI init "
+                          "fails with -8020 (the device is used) or the generic -8005")
+    held.add_argument("--ret", type=int, default=-8020, choices=[-8020, -8005])
     sub.add_parser("clear", help="remove every injected fault")
     return p
 

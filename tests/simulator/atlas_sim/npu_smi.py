@@ -10,7 +10,12 @@ import sys
 
 from atlas_sim import SIMULATED_NOTE, state as st
 
-DCMI_FAIL = "dcmi module initialize failed. ret is -8005"
+# npu_smi.c handle_dcmi_initialization: any dcmi_init failure but -8020 prints the first text, -8020
+# (DCMI_ERR_CODE_RESOURCE_OCCUPIED, dcmi_interface_api.h) the second; main() then exit(ret), i.e. ret & 0xff.
+DCMI_ERR_CODE_INNER_ERR = -8005
+DCMI_ERR_CODE_RESOURCE_OCCUPIED = -8020
+DCMI_FAIL = "dcmi module initialize failed. ret is %d"
+DCMI_USED = "dcmi model initialized failed, because the device is used. ret is %d"
 USAGE = "Usage: npu-smi info <watch|proc|-h|-m|-l|-t type> [Options...]"
 DRIVER_WARNING = ("[WARNING]The driver package may not be completely installed, which may cause function abnormal. "
                   "Please reinstall it.")
@@ -200,30 +205,42 @@ def render_board(state, card, chip=None):
     return "\n".join(_kv(k, v) for k, v in rows) + "\n"
 
 
-def _health_block(chip, wide_card=None):
-    codes = " ".join(chip["error_codes"]) if chip["error_codes"] else "NA"
-    infos = chip["error_info"] or ["NA"]
-    if wide_card is not None:
-        lines = [_kv("NPU ID", wide_card), _kv("Health", chip["health"])]
-    else:
-        lines = [_kv("Health Status", chip["health"])]
-    lines += [_kv("Error Code", codes), _kv("Error Information", infos[0])]
-    for extra in infos[1:]:
-        lines += ["", "\t" + " " * 31 + ": " + extra]
-    return lines
+def render_health_chip(chip):
+    """``-t health -i N -c C`` (910B/A3 builds, npu_chip_info.c show_ascend_chip_health_info ->
+    npu_info_print.c print_diagnosis_info): ``Health Status`` / ``Error Code`` / ``Error Information``.
+
+    ``handle_health_state``: an unhealthy state (Warning/Alarm/Critical) without any error code is printed as OK.
+    Codes print as ``" %04X"`` each; every further error text follows a blank line, under a blank key.
+    """
+    health, codes = chip["health"], list(chip["error_codes"] or [])
+    if not codes and health in ("Warning", "Alarm", "Critical"):
+        health = "OK"
+    lines = [_kv("Health Status", health)]
+    if not codes:
+        return "\n".join(lines + [_kv("Error Code", "NA"), _kv("Error Information", "NA")]) + "\n"
+    lines.append(_kv("Error Code", " ".join(codes)))
+    infos = list(chip["error_info"] or []) or ["NA"]  # one text per code (simulator: as many as the fault gave)
+    lines.append(_kv("Error Information", infos[0]))
+    for extra in infos[1:len(codes)]:
+        lines += ["", _kv(" ", extra)]
+    return "\n".join(lines) + "\n"
+
+
+def render_health_card(card):
+    """``-t health -i N`` without ``-c`` (910B/A3 builds, npu_card_info.c show_ascend_card_health ->
+    show_ascend_card_info(show_ascend_chip_health_state)): the card header, then per chip ``Health`` and
+    ``Chip ID``, then the MCU's ``Health`` and ``Chip Name : MCU``. No error code, no error text."""
+    out = [_kv("NPU ID", card["id"]), _kv("Chip Count", len(card["chips"])), ""]
+    for chip in card["chips"]:
+        out += [_kv("Health", chip["health"]), _kv("Chip ID", chip["chip_id"]), ""]
+    out += [_kv("Health", "OK"), _kv("Chip Name", "MCU"), ""]
+    return "\n".join(out) + "\n"
 
 
 def render_health(state, card, chip=None):
-    if state.get("layout") == "wide":
-        target = chip or card["chips"][0]
-        return "\n".join(_health_block(target, wide_card=card["id"])) + "\n"
-    chips = [chip] if chip is not None else card["chips"]
-    out = []
-    for index, item in enumerate(chips):
-        if index:
-            out.append("")
-        out += _health_block(item)
-    return "\n".join(out) + "\n"
+    if chip is None:
+        return render_health_card(card)
+    return render_health_chip(chip)
 
 
 def _pct(used, total):
@@ -305,6 +322,12 @@ class Result(object):
         self.out, self.rc, self.err = out, rc, err
 
 
+def dcmi_failure(ret):
+    """What npu-smi prints and exits with when dcmi_init() returns ``ret``."""
+    text = DCMI_USED if ret == DCMI_ERR_CODE_RESOURCE_OCCUPIED else DCMI_FAIL
+    return Result(text % ret + "\n", ret & 0xFF)
+
+
 def _invalid_card():
     return Result("Invalid card id.\nError parameter of -i\n" + USAGE + "\n", 1)
 
@@ -318,8 +341,11 @@ def run(argv, state):
     args = argv[1:]
     if any(a in ("-h", "--help") for a in args):
         return Result(INFO_HELP + "\n" + SIMULATED_NOTE + "\n")
+    held = (state.get("faults") or {}).get("device_held")
+    if held:
+        return dcmi_failure(held)
     if state.get("pending_reboot"):
-        return Result(DCMI_FAIL + "\n", 1)
+        return dcmi_failure(DCMI_ERR_CODE_INNER_ERR)
     opts, positional = {}, []
     i = 0
     while i < len(args):

@@ -134,7 +134,7 @@ def default_state(npus=4, chip_name="910B3", product="Atlas 800I A2", layout="cl
         "running": {"driver": None, "firmware": DEFAULT_FACTORY_FIRMWARE},
         "pending_reboot": False,
         "boot_id": None,
-        "faults": {"installer_fail": False},
+        "faults": {"installer_fail": False, "device_held": None},
     }
 
 

@@ -159,3 +159,81 @@ def test_invalid_card_id_as_real_tool():
     assert result.rc != 0
     assert result.out.splitlines()[:2] == ["Invalid card id.", "Error parameter of -i"]
     assert parser.classify_error(result.out, "", result.rc)[0] == "invalid_card"
+
+
+def _c(key, value):
+    """One line as npu-smi's C source prints it: printf("\\t%-30s : %s\\n", key, value)."""
+    return "\t%-30s : %s" % (key, value)
+
+
+def _alarm_state(layout="classic"):
+    state = st.default_state(npus=4, layout=layout)
+    state["running"]["driver"] = "25.2.0"
+    chip = state["npus"][2]["chips"][-1]
+    chip.update(health="Alarm", error_codes=["A4025021", "8C03A000"],
+                error_info=["ascend_monitor adda heart beat lost error",
+                            "node type=process-manager, sensor type=General Software, event state=The process start "
+                            "failed or exit abnormally"])
+    return state
+
+
+@pytest.mark.parametrize("layout", st.LAYOUTS)
+def test_health_without_chip_prints_the_health_only(layout):
+    # npu_card_info.c show_ascend_card_health -> show_ascend_card_info(show_ascend_chip_health_state): the card
+    # header, per chip 'Health' then 'Chip ID', the MCU's 'Health' and 'Chip Name : MCU'; no error code
+    result = npu_smi.run(["info", "-t", "health", "-i", "2"], _alarm_state(layout))
+    chips = [[_c("Health", "OK"), _c("Chip ID", 0), ""]] if layout == "a3" else []
+    chips.append([_c("Health", "Alarm"), _c("Chip ID", 1 if layout == "a3" else 0), ""])
+    assert result.rc == 0
+    assert result.out.split("\n") == ([_c("NPU ID", 2), _c("Chip Count", len(chips)), ""]
+                                      + [line for chip in chips for line in chip]
+                                      + [_c("Health", "OK"), _c("Chip Name", "MCU"), "", ""])
+    assert "Error" not in result.out
+    health = parser.parse_health(result.out)
+    assert (health["health"], health["error_codes"], health["error_codes_shown"]) == ("Alarm", [], False)
+
+
+@pytest.mark.parametrize("layout", st.LAYOUTS)
+def test_health_with_chip_prints_codes_and_texts(layout):
+    # npu_info_print.c print_diagnosis_info: 'Health Status', ' %04X' per code, one text per code, the next
+    # ones after a blank line under a blank key
+    state = _alarm_state(layout)
+    chip = 1 if layout == "a3" else 0
+    result = npu_smi.run(["info", "-t", "health", "-i", "2", "-c", str(chip)], state)
+    assert result.rc == 0
+    assert result.out.split("\n") == [
+        _c("Health Status", "Alarm"), _c("Error Code", "A4025021 8C03A000"),
+        _c("Error Information", "ascend_monitor adda heart beat lost error"), "",
+        _c(" ", "node type=process-manager, sensor type=General Software, event state=The process start failed or "
+                "exit abnormally"), ""]
+    health = parser.parse_health(result.out)
+    assert (health["health"], health["error_codes"], health["error_codes_shown"]) == (
+        "Alarm", ["A4025021", "8C03A000"], True)
+    ok = npu_smi.run(["info", "-t", "health", "-i", "1", "-c", "0"], state)
+    assert ok.out.split("\n") == [_c("Health Status", "OK"), _c("Error Code", "NA"), _c("Error Information", "NA"), ""]
+
+
+def test_health_with_chip_unhealthy_without_code_prints_ok():
+    # npu_chip_info.c handle_health_state: Warning/Alarm/Critical with no error code is printed as OK with -c;
+    # the table and the card query print the state itself
+    state = st.default_state(npus=1)
+    state["npus"][0]["chips"][0]["health"] = "Warning"
+    assert npu_smi.run(["info", "-t", "health", "-i", "0", "-c", "0"], state).out.startswith(
+        _c("Health Status", "OK") + "\n")
+    assert _c("Health", "Warning") in npu_smi.run(["info", "-t", "health", "-i", "0"], state).out.split("\n")
+
+
+@pytest.mark.parametrize("fault, text, rc", [
+    ({"pending_reboot": True}, "dcmi module initialize failed. ret is -8005", 187),
+    ({"faults": {"device_held": -8005}}, "dcmi module initialize failed. ret is -8005", 187),
+    ({"faults": {"device_held": -8020}}, "dcmi model initialized failed, because the device is used. ret is -8020",
+     172),
+])
+def test_dcmi_init_failures_as_npu_smi_c(fault, text, rc):
+    # npu_smi.c handle_dcmi_initialization prints one of two texts; main() exits with the DCMI code (& 0xff)
+    state = st.default_state()
+    state.update(fault)
+    for argv in (["info"], ["info", "-t", "health", "-i", "0", "-c", "0"], ["info", "-m"]):
+        result = npu_smi.run(argv, state)
+        assert (result.out, result.rc) == (text + "\n", rc)
+    assert parser.classify_error(text + "\n", "", rc)[0] == ("device_in_use" if rc == 172 else "dcmi_init")

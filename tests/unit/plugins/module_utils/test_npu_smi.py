@@ -14,6 +14,8 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.npu_smi import (
     NpuSmiParseError,
     chip_family,
     classify_error,
+    find_device_holders,
+    merge_health,
     parse_board,
     parse_common,
     parse_health,
@@ -370,9 +372,96 @@ def test_parse_info_reports_dcmi_failure_as_parse_error():
     ("910A", "classic", None, "910A"), ("910ProB", "classic", None, "910A"), ("310P3", "310p", None, "310P"),
     ("310", "310", None, "310"), ("xxx", "classic", "0xD801", "910A"), ("xxx", "classic", "0xd802", "910B"),
     ("xxx", "classic", None, None),
+    # d803 = Atlas A3 (910_93): driver source ascend_bug_report.sh PCIE_BDF_910_93="19e5:d803"; the name alone
+    # ('Ascend910', as the A3 table prints it) reads as a 910A
+    ("Ascend910", "wide", "0xD803", "A3"), ("xxx", "classic", "d803", "A3"),
 ])
 def test_chip_family(name, layout, pci, family):
     assert chip_family(name, layout, pci) == family
+
+
+# npu_smi.c handle_dcmi_initialization: the two texts; dcmi_interface_api.h: -8005 DCMI_ERR_CODE_INNER_ERR,
+# -8020 DCMI_ERR_CODE_RESOURCE_OCCUPIED
+DCMI_8005 = "dcmi module initialize failed. ret is -8005\n"
+DCMI_8020 = "dcmi model initialized failed, because the device is used. ret is -8020\n"
+HOLDER = {"pid": 977, "name": "vllm", "devices": ["/dev/davinci3"], "container": "f" * 64}
+
+
+@pytest.mark.parametrize("stdout,holders,kind,words,absent", [
+    (DCMI_8020, None, "device_in_use", ["ret -8020", "RESOURCE_OCCUPIED", "fuser -v /dev/davinci*", "stop it"],
+     ["reboot the node"]),
+    (DCMI_8020, [HOLDER], "device_in_use", ["vllm (pid 977) in container ffffffffffff holds /dev/davinci3"], []),
+    (DCMI_8005, [HOLDER], "device_held", ["ret -8005", "INNER_ERR", "vllm (pid 977)", "do not reboot"], []),
+    (DCMI_8005, [], "dcmi_init", ["ret -8005", "generic inner error", "not proof", "reboot the node",
+                                  "fuser -v /dev/davinci*", "HwHiAiUser"], []),
+])
+def test_classify_dcmi_failures(stdout, holders, kind, words, absent):
+    got_kind, message = classify_error(stdout, "", 172 if "8020" in stdout else 187, holders=holders)
+    assert got_kind == kind
+    for word in words:
+        assert word in message
+    for word in absent:
+        assert word not in message
+
+
+def test_classify_error_is_linear_on_hostile_output():
+    import time
+
+    for text in ("npu-smi" * 40000, "dcmi module initialize failed" * 8000, "ret is " * 40000 + "x",
+                 "a" * 200000 + ": no such file or directory"):
+        start = time.perf_counter()
+        classify_error(text, text, 1)
+        assert time.perf_counter() - start < 0.5, text[:40]
+
+
+def test_find_device_holders(tmp_path):
+    proc = tmp_path / "proc"
+
+    def process(pid, name, targets, cgroup="0::/init.scope\n"):
+        (proc / str(pid) / "fd").mkdir(parents=True)
+        (proc / str(pid) / "comm").write_text(name + "\n")
+        (proc / str(pid) / "cgroup").write_text(cgroup)
+        for fd, target in enumerate(targets):
+            os.symlink(target, str(proc / str(pid) / "fd" / str(fd)))
+
+    cid = "3f" * 32
+    process(10, "sshd", ["/dev/null", "socket:[123]"])
+    process(4242, "python3", ["/dev/davinci0", "/dev/davinci_manager", "/dev/davinci0", "/dev/devmm_svm"],
+            "0::/system.slice/docker-%s.scope\n" % cid)
+    process(77, "npu-exporter", ["/dev/hisi_hdc", "/dev/davinci12"])
+    (proc / "self").mkdir()
+    (proc / "999").mkdir()  # gone or not ours: no fd directory
+    assert find_device_holders(str(proc)) == [
+        {"pid": 77, "name": "npu-exporter", "devices": ["/dev/davinci12", "/dev/hisi_hdc"], "container": None},
+        {"pid": 4242, "name": "python3", "devices": ["/dev/davinci0", "/dev/davinci_manager", "/dev/devmm_svm"],
+         "container": cid},
+    ]
+    assert [h["pid"] for h in find_device_holders(str(proc), exclude_pids=[77])] == [4242]
+    assert find_device_holders(str(tmp_path / "nowhere")) == []
+
+
+def _c(key, value):
+    return "\t%-30s : %s" % (key, value)
+
+
+def test_health_without_chip_has_no_error_codes_and_skips_the_mcu():
+    # npu_card_info.c show_ascend_card_health on a 910B/A3 build (printf "\t%-30s : %s\n"), A3 card: two chips
+    text = "\n".join([_c("NPU ID", 5), _c("Chip Count", 2), "", _c("Health", "OK"), _c("Chip ID", 0), "",
+                      _c("Health", "Warning"), _c("Chip ID", 1), "", _c("Health", "OK"), _c("Chip Name", "MCU"),
+                      "", ""])
+    health = parse_health(text)
+    assert (health["health"], health["error_codes"], health["error_codes_shown"]) == ("Warning", [], False)
+    assert [(c["chip_id"], c["health"]) for c in health["chips"]] == [(0, "OK"), (1, "Warning")]
+
+
+def test_merge_health_of_chip_queries():
+    die0 = parse_health("\n".join([_c("Health Status", "OK"), _c("Error Code", "NA"), _c("Error Information", "NA")]))
+    die1 = parse_health("\n".join([_c("Health Status", "Alarm"), _c("Error Code", "80E01801"),
+                                   _c("Error Information", "node type=NPU, sensor type=General Fault")]))
+    merged = merge_health([dict(die0, chip_id=0), dict(die1, chip_id=1)])
+    assert (merged["health"], merged["error_codes"], merged["error_codes_shown"]) == ("Alarm", ["80E01801"], True)
+    assert [c["chip_id"] for c in merged["chips"]] == [0, 1]
+    assert merge_health([]) is None
 
 
 def test_summarize_a3_totals():

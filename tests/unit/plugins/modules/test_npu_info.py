@@ -74,6 +74,7 @@ def module_env(monkeypatch):
     monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
     monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, required=False, opt_dirs=None: NPU_SMI)
+    monkeypatch.setattr(npu_info, "find_device_holders", lambda: [])  # not this host's /proc
     return calls, replies
 
 
@@ -96,7 +97,10 @@ def test_a3_summary_with_detail(module_env):
     assert res["hbm_total_mb"] == 16 * 65536 and res["hbm_free_mb"] == 16 * 65536 - res["hbm_used_mb"]
     assert res["healthy"] is True and res["unhealthy"] == []
     assert calls[0] == [NPU_SMI, "info"]
-    assert calls[1:] == [[NPU_SMI, "info", "-t", what, "-i", str(i)] for i in range(8) for what in ("board", "health")]
+    assert calls[1:] == [a for i in range(8) for a in (
+        [NPU_SMI, "info", "-t", "board", "-i", str(i)],
+        [NPU_SMI, "info", "-t", "health", "-i", str(i), "-c", "0"],
+        [NPU_SMI, "info", "-t", "health", "-i", str(i), "-c", "1"])]
     assert res["npus"][0]["board"]["firmware_version"] == "7.1.0.7.220"
     assert res["npus"][0]["health_detail"]["health"] == "OK"
     assert res["ansible_facts"]["ascend_npu"]["count"] == 8
@@ -117,16 +121,18 @@ def test_910b4_free_hbm_and_ids(module_env):
     assert res["hbm_free_mb"] == 4 * 32768 - (29096 + 29095 + 29096 + 29096)
     assert [p["pid"] for p in res["processes"]] == [498807, 499212, 499213, 499214]
     assert "ansible_facts" not in res
-    assert [c[-1] for c in calls[1:]] == ["4", "4", "5", "5", "6", "6", "7", "7"]
+    assert [c[1:] for c in calls[1:3]] == [["info", "-t", "board", "-i", "4"],
+                                          ["info", "-t", "health", "-i", "4", "-c", "0"]]
+    assert [c[5] for c in calls[1:]] == ["4", "4", "5", "5", "6", "6", "7", "7"]
 
 
 def test_unhealthy_npu_with_error_codes_and_vanished_card(module_env):
     _calls, replies = module_env
     replies["info"] = (0, WARN, "")
     replies["info -t board -i 0"] = (0, BOARD_910A, "")
-    replies["info -t health -i 0"] = (0, HEALTH_ALARM, "")
+    replies["info -t health -i 0 -c 0"] = (0, HEALTH_ALARM, "")
     replies["info -t board -i 7"] = (255, INVALID, "")
-    replies["info -t health -i 7"] = (255, INVALID, "")
+    replies["info -t health -i 7 -c 0"] = (255, INVALID, "")
     kind, res = run({})
     assert kind is ExitJson
     assert res["family"] == "910A"  # name is 'xxx' in the capture; PCI device 0xD801 from the board detail
@@ -167,7 +173,9 @@ def test_driver_warning_is_returned(module_env):
 
 
 @pytest.mark.parametrize("rc,out,err,kind,words", [
-    (255, "dcmi module initialize failed. ret is -8005\n", "", "dcmi_init", ["reboot", "HwHiAiUser", "-8005"]),
+    (187, "dcmi module initialize failed. ret is -8005\n", "", "dcmi_init", ["reboot", "HwHiAiUser", "-8005"]),
+    (172, "dcmi model initialized failed, because the device is used. ret is -8020\n", "", "device_in_use",
+     ["-8020", "fuser -v /dev/davinci", "stop it", "does not help"]),
     (1, "", "open /dev/davinci_manager failed: Permission denied", "permission", ["root"]),
     (3, "", "segfault", "unknown", ["rc=3"]),
     (0, "garbage\n", "", "parse", ["could not read"]),
@@ -180,6 +188,61 @@ def test_summary_errors_are_actionable(module_env, rc, out, err, kind, words):
     assert res["kind"] == kind
     for word in words:
         assert word in res["msg"]
+
+
+def test_summary_errors_without_holders(module_env):
+    _calls, replies = module_env
+    replies["info"] = (187, "dcmi module initialize failed. ret is -8005\n", "")
+    got, res = run({})
+    assert got is FailJson and res["kind"] == "dcmi_init" and res["holders"] == []
+
+
+# HEALTH_CARD: 'npu-smi info -t health -i 6' without -c on a 910B build (npu_card_info.c show_ascend_card_health:
+# printf("\t%-30s : %s\n") per line): the health only, no error code.
+HEALTH_CARD = "\tNPU ID                         : 6\n\tChip Count                     : 1\n\n" \
+              "\tHealth                         : Alarm\n\tChip ID                        : 0\n\n" \
+              "\tHealth                         : OK\n\tChip Name                      : MCU\n\n"
+
+
+def test_error_codes_come_from_the_chip_query(module_env):
+    # a real 910B prints the error codes only with -c: asking per NPU (the old way) finds none
+    _calls, replies = module_env
+    replies["info"] = (0, B4, "")
+    replies["*"] = (0, HEALTH_OK, "")
+    for i in (4, 5, 6, 7):
+        replies[f"info -t board -i {i}"] = (0, BOARD_910A.replace("0xD801", "0xD802"), "")
+        replies[f"info -t health -i {i}"] = (0, HEALTH_CARD.replace(": 6", f": {i}"), "")
+    replies["info -t health -i 6 -c 0"] = (0, HEALTH_ALARM, "")
+    kind, res = run({})
+    assert kind is ExitJson and res["healthy"] is False
+    (bad,) = res["unhealthy"]
+    assert (bad["npu_id"], bad["health"]) == (6, "Alarm")
+    assert bad["error_codes"] == ["A4025021", "8C03A000", "8C084E00"]
+    assert res["npus"][2]["health_detail"]["chips"][0]["chip_id"] == 0
+
+
+def test_a3_error_code_of_the_second_die(module_env):
+    calls, replies = module_env
+    replies["info"] = (0, A3, "")
+    replies["*"] = (0, HEALTH_OK, "")
+    replies["info -t health -i 3 -c 1"] = (0, HEALTH_ALARM, "")
+    kind, res = run({})
+    assert kind is ExitJson
+    (bad,) = res["unhealthy"]
+    assert bad["npu_id"] == 3 and bad["error_codes"][0] == "A4025021"
+    assert [NPU_SMI, "info", "-t", "health", "-i", "3", "-c", "1"] in calls
+
+
+def test_dcmi_failure_with_a_holder_is_device_held(module_env, monkeypatch):
+    holders = [{"pid": 4242, "name": "python3", "devices": ["/dev/davinci0", "/dev/davinci_manager"],
+                "container": "0123456789ab" + "c" * 52}]
+    monkeypatch.setattr(npu_info, "find_device_holders", lambda: holders)
+    _calls, replies = module_env
+    replies["info"] = (187, "dcmi module initialize failed. ret is -8005\n", "")
+    got, res = run({})
+    assert got is FailJson and res["kind"] == "device_held" and res["holders"] == holders
+    assert "python3 (pid 4242) in container 0123456789ab holds /dev/davinci0" in res["msg"]
+    assert "do not reboot" in res["msg"]
 
 
 def test_detail_dcmi_error_fails(module_env):
