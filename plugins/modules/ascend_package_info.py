@@ -10,9 +10,11 @@ short_description: Read an Ascend .run package and the installed version, and sa
 version_added: 0.1.0
 description:
   - Reads the version of an installed Ascend driver, firmware, CANN toolkit, kernels (ops) or NNAL package from
-    the file it leaves on the node (C(driver/version.info), C(firmware/version.info),
-    C(ascend-toolkit/latest/<arch>-linux/ascend_toolkit_install.info), C(ascend-toolkit/latest/opp_kernel/version.info),
-    C(nnal/atb/latest/version.info)).
+    the file it leaves on the node (C(driver/version.info), C(firmware/version.info); CANN 8.5 and later
+    C(cann/<arch>-linux/ascend_toolkit_install.info) and C(cann/opp_kernel/version.info), CANN 8.3 and earlier
+    C(ascend-toolkit/latest/<arch>-linux/ascend_toolkit_install.info) and
+    C(ascend-toolkit/latest/opp_kernel/version.info); C(nnal/atb/latest/version.info)).
+  - "Reads both forms of these files: C(key=value), and NNAL's indented C(key : value) (C(Ascend-cann-atb : 8.3.RC2))."
   - With O(package), runs the package's own integrity check (C(--check)), extracts it into a temporary directory
     (C(--noexec --extract=DIR)) and reads its C(version.info), which holds the version and the compatibility
     ranges (C(compatible_version_fw), C(compatible_version_drv), C(compatible_version)). The temporary
@@ -110,7 +112,7 @@ installed:
       type: str
       sample: /usr/local/Ascend/driver/version.info
     info:
-      description: All C(key=value) pairs of that file.
+      description: "All C(key=value) (or C(key : value)) pairs of that file."
       type: dict
 package:
   description: The package read with O(package); null without O(package) (or in check mode before it is copied).
