@@ -17,10 +17,15 @@ description:
     silently while C(enable-prefix-caching=false) works.
   - Options whose value is C(null) are left out (vLLM's default applies). Mappings (C(compilation_config),
     C(additional_config), C(speculative_config)...) stay mappings; vLLM turns them into JSON.
-  - Fails, naming every bad key, on options current vLLM removed or never had (C(swap_space), C(device),
+  - With O(vllm_version), names are checked against that release's option table (generated from each vLLM
+    sdist by C(tools/vllm_release_facts.py)) and values are written the way that release's C(--config) loader
+    reads them. Before vLLM 0.32 the loader drops a C(false): a C(--X/--no-X) option set to C(false) is written
+    C(no-X: true). Up to vLLM 0.14 the loader passes a mapping as C(str(dict)): mappings are written as JSON
+    strings. Up to 0.10.0 a list becomes C(str(list)): one item is written as a scalar, more fail.
+  - Fails, naming every bad key, on options that release removed or never had (C(swap_space), C(device),
     C(worker_use_ray), C(adapter), C(num_gpus_per_worker), C(executor)) with what to use instead, on C(api_key)
-    (a secret belongs in the 0600 environment file as C(VLLM_API_KEY)), and on names unknown to vLLM 0.32
-    unless O(allow_unknown=true).
+    (a secret belongs in the 0600 environment file as C(VLLM_API_KEY)), on names unknown to the release (vLLM
+    0.32 without O(vllm_version)) unless O(allow_unknown=true), and on values the release cannot read.
   - The rendered file must still be validated on the node against the installed vLLM
     (C(roles/vllm_service/files/validate_config.py)), because options differ between vLLM releases.
 options:
@@ -35,10 +40,12 @@ options:
     description: The name(s) clients use (written as C(served-model-name)).
     type: raw
   vllm_version:
-    description: The vLLM version on the node; an option removed only in a later release is then accepted.
+    description:
+      - The vLLM version on the node (a local label such as C(+cpu) is ignored). A release between two releases of
+        the table is read with the older one. Empty or absent uses vLLM 0.32.0.
     type: str
   allow_unknown:
-    description: Pass option names that vLLM 0.32 does not know (the node-side check still applies).
+    description: Pass option names that the release does not know (the node-side check still applies).
     type: bool
     default: false
 """

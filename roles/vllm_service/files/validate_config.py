@@ -9,9 +9,12 @@ running service down::
     /opt/vllm/venv/bin/python validate_config.py --list-options   # the option names, snake_case
 
 It builds the same parser as vLLM's OpenAI API server (``make_arg_parser(FlexibleArgumentParser(...))``) and
-parses ``["--config", FILE]`` with it, so the file goes through vLLM's own config loader; then it runs
-``validate_parsed_serve_args`` when that vLLM has it. It also insists that every key is an exact option name,
-because argparse would take ``enforce: true`` as an abbreviation of ``--enforce-eager``.
+parses ``["--port=PORT", "--config", FILE]`` with it, as the service's start script does (up to vLLM 0.10.0 the
+loader drops the file name when ``--config`` comes first), so the file goes through vLLM's own config loader;
+then it runs ``validate_parsed_serve_args`` when that vLLM has it. It also insists that every key is an exact
+option name, because argparse would take ``enforce: true`` as an abbreviation of ``--enforce-eager``, and that
+the loader passes every key on: before vLLM 0.32 a ``false`` value is dropped without a word (write
+``no-KEY: true``), and up to 0.14 a mapping becomes ``str(dict)``, a Python repr (write it as a JSON string).
 This mirrors ``plugins/module_utils/vllm_options.py:validate_with_parser`` of the ascendai.vllm collection.
 
 The last line on stdout is JSON: ``{"ok": bool, "problems": [...], "vllm_version": "...", "config": FILE}``.
@@ -73,10 +76,13 @@ def check(path, parser, validate=None):
                 if "--" + str(key).lstrip("-").replace("_", "-") not in known]
     if problems:
         return problems
+    problems = _lost_by_loader(config, parser, path)
+    if problems:
+        return problems
     stderr = io.StringIO()
     try:
         with contextlib.redirect_stderr(stderr):
-            args = parser.parse_args(["--config", path])
+            args = parser.parse_args([f"--port={config.get('port', 8000)}", "--config", path])
             if validate is not None:
                 validate(args)
     except SystemExit:
@@ -84,6 +90,28 @@ def check(path, parser, validate=None):
         problems.append(lines[-1] if lines else "vLLM's argument parser rejected the file")
     except Exception as exc:  # noqa: BLE001 - vLLM raises ValueError/TypeError/AssertionError here
         problems.append(f"{type(exc).__name__}: {exc}")
+    return problems
+
+
+def _lost_by_loader(config, parser, path):
+    """Keys that this vLLM's ``--config`` loader drops or passes in a form its parser cannot read."""
+    loader = getattr(parser, "load_config_file", None) or getattr(parser, "_load_config_file", None)
+    if loader is None:
+        return []
+    argv = loader(path)
+    problems = []
+    for key, value in config.items():
+        flag = "--" + str(key)
+        if flag not in argv and "--no-" + str(key) not in argv:
+            problems.append(f"{key}: {json.dumps(value)} is dropped by this vLLM's --config loader"
+                            + (f" (write no-{key}: true for --no-{key})" if value is False else ""))
+        elif isinstance(value, dict):
+            passed = argv[argv.index(flag) + 1]
+            try:
+                json.loads(passed)
+            except ValueError:
+                problems.append(f"{key}: this vLLM's --config loader passes the mapping as a Python repr "
+                                f"({passed}), which is not JSON; write the value as a JSON string")
     return problems
 
 
