@@ -11,7 +11,9 @@ description:
   - Matches gathered texts (npu-smi, hccn_tool, dmesg, the service's journal, the vLLM log) against the
     collection's table of known failure signatures and returns one finding per failure seen, worst first,
     each with the remediation to apply.
-  - "Signatures: DCMI init failure (ret -8005 after an upgrade without reboot), an NPU in Warning/Alarm/Critical,
+  - "Signatures: DCMI init failure (ret -8005, a generic inner error: a reboot owed by a driver install, a
+    missing group or container mount, or a process holding the NPUs), DCMI init failure because the device is
+    used (ret -8020), processes holding the NPUs while DCMI fails, an NPU in Warning/Alarm/Critical,
     health error codes, a missing card, an incomplete driver install, driver libraries not found, device not
     found (torch_npu), NPU out of memory, KV cache overflow, HCCL timeouts, EE9999/EH9999 device execution
     timeouts, NIC link down, NIC net health failures, port in use."

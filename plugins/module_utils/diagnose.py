@@ -37,25 +37,47 @@ def _sig(sig_id, title, severity, patterns, remediation, detail=None):
 # Order matters only for the report: findings are sorted by severity, then by this order.
 SIGNATURES = (
     _sig(
+        "dcmi_device_in_use", "npu-smi cannot initialise DCMI: the device is used (ret -8020)", "critical",
+        [r"dcmi model initialized failed, because the device is used\. ret is (?P<ret>-?\d+)"],
+        "Another process or container holds the NPUs (DCMI_ERR_CODE_RESOURCE_OCCUPIED): find it with "
+        "'fuser -v /dev/davinci* /dev/davinci_manager' (a container started with --device /dev/davinciN shows in "
+        "'docker ps' / 'crictl ps'), stop it, then run again. A reboot does not help unless a driver or firmware "
+        "install is also pending.",
+        "DCMI init failed, device used, ret {ret}",
+    ),
+    _sig(
+        "npu_device_held", "Processes hold the NPU devices while DCMI cannot initialise", "critical",
+        [r"^NPU device held: pid (?P<pid>\d{1,10}) \((?P<name>[^)\n]{0,64})\)"],
+        "The DCMI failure (-8005 is DCMI_ERR_CODE_INNER_ERR, a generic inner error) comes with these processes "
+        "holding /dev/davinci*: stop them (docker stop / crictl stop for a container, or end the process) and run "
+        "npu-smi again before thinking of a reboot.",
+        "pid {pid} ({name})",
+    ),
+    _sig(
         "dcmi_init_failed", "npu-smi cannot initialise DCMI (driver not usable)", "critical",
         [r"dcmi module initialize failed\. ret is (?P<ret>-?\d+)"],
-        "ret -8005 after a driver or firmware install/upgrade means the node was not rebooted: reboot it. "
-        "Otherwise run npu-smi as root or as a member of HwHiAiUser; in a container mount /dev/davinci*, "
-        "/dev/davinci_manager, /dev/devmm_svm, /dev/hisi_hdc, /usr/local/Ascend/driver and /usr/local/dcmi.",
+        "-8005 is DCMI_ERR_CODE_INNER_ERR, a generic inner error, not proof that a reboot is pending. Reboot only "
+        "when a driver or firmware install or upgrade is waiting for it (its installer said so, or the loaded "
+        "driver differs from /usr/local/Ascend/driver/version.info). Otherwise: stop the process or container "
+        "that holds /dev/davinci* ('fuser -v /dev/davinci*'); run npu-smi as root or as a member of HwHiAiUser; "
+        "in a container mount /dev/davinci*, /dev/davinci_manager, /dev/devmm_svm, /dev/hisi_hdc, "
+        "/usr/local/Ascend/driver and /usr/local/dcmi.",
         "DCMI init failed, ret {ret}",
     ),
     _sig(
         "npu_unhealthy", "An NPU reports Warning, Alarm or Critical health", "critical",
         [r"^\|\s*(?P<npu>\d+)\s+\S+\s*\|\s*(?P<state>Warning|Alarm|Critical)\s*\|",
          r"Health(?: Status)?\s*:\s*(?P<state>Warning|Alarm|Critical)\b"],
-        "Read the error codes with 'npu-smi info -t health -i <npu>' and look them up in Huawei's health code "
+        "Read the error codes with 'npu-smi info -t health -i <npu> -c <chip>' (without -c npu-smi prints no "
+        "error code) and look them up in Huawei's health code "
         "list for the driver version; stop the service on that NPU, collect /var/log/npu/slog and the device "
         "logs (msnpureport), then try 'npu-smi set -t reset -i <npu> -c 0' (offline reset) or replace the card.",
         ["NPU {npu} health {state}", "health {state}"],
     ),
     _sig(
         "npu_error_code", "An NPU carries a health error code", "critical",
-        [r"Error Code\s*:\s*(?P<code>[0-9A-Fa-f]{8}(?:\s+[0-9A-Fa-f]{8})*)"],
+        # npu_info_print.c print_diagnosis_info prints each code with " %04X": 4 to 8 hex digits
+        [r"Error Code[ \t]*:[ \t]*(?P<code>[0-9A-Fa-f]{4,8}(?:[ \t]+[0-9A-Fa-f]{4,8})*)"],
         "Look the code up in Huawei's health code list (e.g. 80E01801 is a hardware alarm on the card); keep "
         "the device logs (msnpureport) for the support case before any reset.",
         "error code {code}",
@@ -128,7 +150,7 @@ SIGNATURES = (
          r"The aicore execution times out",
          r"Vector core execution timed out",
          r"reason=\[?(?:aicore|vector core) timeout"],
-        "Collect the plog (~/ascend/log) of the failing device, check 'npu-smi info -t health', and that the "
+        "Collect the plog (~/ascend/log) of the failing device, check 'npu-smi info -t health -i N -c C', and that the "
         "driver, CANN and torch_npu versions match the vllm-ascend compatibility matrix (compat_check filter).",
         "{code}",
     ),

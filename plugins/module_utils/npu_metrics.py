@@ -6,15 +6,27 @@ Pure stdlib. The monitoring role copies this file next to ``npu_smi.py`` and ``h
 parsers, unchanged) and a small runner script on the node, where a systemd timer runs it; the parsers are
 passed in as modules so this file imports nothing of the collection.
 
-Metric names and labels follow Huawei's NPU Exporter (MindCluster ``npu-exporter``) where they overlap, so
-dashboards and alerts work with either source: ``machine_npu_nums``, ``machine_card_nums``,
-``npu_chip_info_health_status`` (1 healthy, 0 unhealthy, -1 the query failed), ``npu_chip_info_error_code``,
-``npu_chip_info_utilization``, ``npu_chip_info_temperature``, ``npu_chip_info_power``,
-``npu_chip_info_hbm_total_memory`` / ``npu_chip_info_hbm_used_memory`` (MB), ``npu_chip_info_hbm_utilization``,
-``npu_chip_info_link_status`` (1 UP, 0 DOWN, -1 failed), ``npu_chip_info_network_status`` (1 Success, 0 not,
--1 failed); labels ``id`` (the chip's logic id, which hccn_tool's ``-i`` takes), ``model_name``,
-``pcie_bus_info``. Added here: ``npu_chip_info_health_state`` (the printed state as a label),
-``ascendai_npu_net_health_info`` (the printed net health as a label), ``ascendai_npu_metrics_up``,
+Metric names, labels and values follow Huawei's NPU Exporter (MindCluster ``npu-exporter``,
+component/npu-exporter/collector/metrics/collector_for_npu.go and common_utils.go) where they overlap, so
+dashboards and alerts work with either source:
+
+- labels ``id`` = the chip's physical id (``collectCardLabelValue`` puts ``chip.PhyId`` there; npu-smi prints it
+  as ``Chip Phy-ID`` in ``-m`` and ``Phy-ID`` in the A3 table; where it prints none, as on a 910B, the logic id,
+  which equals it on a host), ``model_name`` = ``<Chip Name>-<Chip Type>-<Chip Version>`` as
+  ``npu-smi info -t board -i N -c C`` prints them (``GetNpuName``: e.g. ``910B3-Ascend-V1``), ``vdie_id`` (the
+  VDie ID with dashes), ``pcie_bus_info``;
+- ``npu_chip_info_health_status``: 1 healthy (OK), 0 unhealthy (any other state), -1 the query failed;
+- ``npu_chip_info_error_code`` (first code), ``npu_chip_info_error_code_1`` .. ``_9`` (the next ones): only for a
+  chip that has error codes (``updateErrorCodesInfo``); the codes come from ``-t health -i N -c C`` (without
+  ``-c`` a 910B/A3 npu-smi prints none);
+- ``npu_chip_info_network_status``: 1 when hccn_tool's net health is ``Success`` or ``Init`` (``getNetworkHealthy``:
+  NetworkInit or NetworkSuccess), 0 otherwise, -1 the query failed;
+- ``machine_npu_nums``, ``machine_card_nums``, ``npu_chip_info_utilization``, ``npu_chip_info_temperature``,
+  ``npu_chip_info_power``, ``npu_chip_info_hbm_total_memory`` / ``npu_chip_info_hbm_used_memory`` (MB),
+  ``npu_chip_info_hbm_utilization``, ``npu_chip_info_link_status`` (1 UP, 0 DOWN, -1 failed).
+
+Added here: ``npu_chip_info_health_state`` (the printed state as a label), ``ascendai_npu_net_health_info`` (the
+printed net health as a label), ``ascendai_npu_metrics_up``, ``ascendai_npu_metrics_errors``,
 ``ascendai_npu_metrics_timestamp_seconds``.
 """
 
@@ -27,10 +39,9 @@ __all__ = ["METRICS", "collect", "render"]
 DEFAULT_NPU_SMI = "npu-smi"
 DEFAULT_HCCN_TOOL = "/usr/local/Ascend/driver/tools/hccn_tool"
 
-# name -> (help, chip key); all gauges.
+# name -> (help, chip key); all gauges. The error codes have their own families (see render).
 METRICS = (
     ("npu_chip_info_health_status", "NPU chip health: 1 healthy (OK), 0 unhealthy, -1 the query failed", "health"),
-    ("npu_chip_info_error_code", "First health error code of the NPU chip (0 when none)", "error_code"),
     ("npu_chip_info_utilization", "AI Core utilization of the NPU chip, unit is '%'", "aicore_util_pct"),
     ("npu_chip_info_temperature", "NPU chip temperature, unit is 'C'", "temp_c"),
     ("npu_chip_info_power", "NPU chip power, unit is 'W'", "power_w"),
@@ -38,9 +49,14 @@ METRICS = (
     ("npu_chip_info_hbm_used_memory", "Used HBM of the NPU chip, unit is 'MB'", "hbm_used_mb"),
     ("npu_chip_info_hbm_utilization", "HBM used of the NPU chip, unit is '%'", "hbm_util_pct"),
     ("npu_chip_info_link_status", "NPU NIC link: 1 UP, 0 DOWN, -1 the query failed", "link"),
-    ("npu_chip_info_network_status", "NPU NIC net health: 1 Success, 0 other, -1 the query failed", "network"),
+    ("npu_chip_info_network_status", "NPU NIC net health: 1 Success or Init, 0 other, -1 the query failed",
+     "network"),
 )
+# npu-exporter reports the first ten codes (common.MaxErrorCodeLen): npu_chip_info_error_code, then _1 .. _9.
+MAX_ERROR_CODES = 10
 _HEALTH_OK = ("OK",)
+# hccn_tool -net_health -g texts npu-exporter counts as healthy: NetworkSuccess (0) and NetworkInit (6).
+_NET_OK = ("success", "init")
 
 
 def _escape(value):
@@ -79,13 +95,46 @@ def _code_value(code):
         return None
 
 
-def collect(run, npu_smi, hccn, npu_smi_bin=DEFAULT_NPU_SMI, hccn_tool_bin=DEFAULT_HCCN_TOOL, nics=True):
+def model_name(board):
+    """``<Chip Name>-<Chip Type>-<Chip Version>`` from ``npu-smi info -t board -i N -c C`` (npu-exporter's
+    ``GetNpuName``), e.g. ``910B3-Ascend-V1``; None without a chip name. An Atlas A3 build prints no ``Chip Type``
+    (npu_info_print.c print_ascend_chip_info): ``Ascend`` is assumed there."""
+    name = (board or {}).get("chip_name")
+    if name is None or str(name).strip() == "":
+        return None
+    ctype = board.get("chip_type")
+    version = board.get("chip_version")
+    return "{}-{}-{}".format(name, ctype if ctype not in (None, "") else "Ascend",
+                             version if version not in (None, "") else "V1")
+
+
+def _identity(run, npu_smi, npu_smi_bin, npu_id, chip_id, errors):
+    """model_name and vdie_id of one chip (its ``-t board -c`` output)."""
+    argv = [npu_smi_bin, "info", "-t", "board", "-i", str(npu_id), "-c", str(chip_id)]
+    rc, out, err = _run(run, argv)
+    if rc != 0:
+        errors.append(f"npu-smi info -t board -i {npu_id} -c {chip_id} failed with rc={rc}: "
+                      f"{(err or out).strip()[:200]}")
+        return {}
+    try:
+        board = npu_smi.parse_board(out)
+    except npu_smi.NpuSmiParseError as exc:
+        errors.append(f"npu-smi info -t board -i {npu_id} -c {chip_id}: {exc}")
+        return {}
+    vdie = board.get("vdie_id")
+    return {"model_name": model_name(board), "vdie_id": "-".join(str(vdie).split()) if vdie else None}
+
+
+def collect(run, npu_smi, hccn, npu_smi_bin=DEFAULT_NPU_SMI, hccn_tool_bin=DEFAULT_HCCN_TOOL, nics=True,
+            identity=None):
     """Query npu-smi (and hccn_tool) through ``run(argv) -> (rc, stdout, stderr)``.
 
-    ``npu_smi`` and ``hccn`` are the collection's parser modules. Returns a snapshot dict:
-    ``{up, error, cards, chips: [...], errors: [...]}``; ``up`` is False when ``npu-smi info`` failed.
+    ``npu_smi`` and ``hccn`` are the collection's parser modules. ``identity``: the ``identity`` of an earlier
+    snapshot (model name and VDie ID per chip do not change while the bus id stays), to skip the board queries.
+    Returns a snapshot dict: ``{up, error, cards, chips: [...], errors: [...], identity}``; ``up`` is False when
+    ``npu-smi info`` failed.
     """
-    snap = {"up": False, "error": None, "cards": 0, "chips": [], "errors": []}
+    snap = {"up": False, "error": None, "cards": 0, "chips": [], "errors": [], "identity": {}}
     rc, out, err = _run(run, [npu_smi_bin, "info"])
     kind, message = npu_smi.classify_error(out, err, rc)
     if kind not in ("ok", "unknown") or rc != 0:
@@ -97,51 +146,60 @@ def collect(run, npu_smi, hccn, npu_smi_bin=DEFAULT_NPU_SMI, hccn_tool_bin=DEFAU
         snap["error"] = f"npu-smi info: {exc}"
         return snap
     snap["up"] = True
-    logic = {}
+    logic, phy = {}, {}
     rc, out, err = _run(run, [npu_smi_bin, "info", "-m"])
     if rc == 0:
         try:
             for row in npu_smi.parse_info_m(out):
                 if row.get("chip_logic_id") is not None:
                     logic[(row["npu_id"], row["chip_id"])] = row["chip_logic_id"]
+                if row.get("chip_phy_id") is not None:
+                    phy[(row["npu_id"], row["chip_id"])] = row["chip_phy_id"]
         except npu_smi.NpuSmiParseError as exc:
             snap["errors"].append(f"npu-smi info -m: {exc}")
     else:
         snap["errors"].append(f"npu-smi info -m failed with rc={rc}: {(err or out).strip()[:200]}")
     snap["cards"] = len(info["npus"])
+    known = identity or {}
     next_id = 0
     for npu in info["npus"]:
-        health_detail = None
-        rc, out, err = _run(run, [npu_smi_bin, "info", "-t", "health", "-i", str(npu["npu_id"])])
-        if rc == 0:
-            try:
-                health_detail = npu_smi.parse_health(out)
-            except npu_smi.NpuSmiParseError as exc:
-                snap["errors"].append(f"npu-smi info -t health -i {npu['npu_id']}: {exc}")
-        else:
-            snap["errors"].append(f"npu-smi info -t health -i {npu['npu_id']} failed with rc={rc}: "
-                                  f"{(err or out).strip()[:200]}")
-        detail_chips = (health_detail or {}).get("chips") or []
         for index, chip in enumerate(npu["chips"]):
             chip_id = chip.get("chip_id") if chip.get("chip_id") is not None else index
             logic_id = logic.get((npu["npu_id"], chip_id))
             if logic_id is None:
                 logic_id = chip.get("device_id") if chip.get("device_id") is not None else next_id
             next_id = max(next_id, logic_id) + 1
-            detail = detail_chips[index] if index < len(detail_chips) else (health_detail or {})
-            state = npu_smi.worst_health([chip.get("health"), detail.get("health")])
-            codes = list(detail.get("error_codes") or [])
+            phy_id = phy.get((npu["npu_id"], chip_id), chip.get("phy_id"))
+            health_detail = {}
+            argv = [npu_smi_bin, "info", "-t", "health", "-i", str(npu["npu_id"]), "-c", str(chip_id)]
+            rc, out, err = _run(run, argv)
+            if rc == 0:
+                try:
+                    health_detail = npu_smi.parse_health(out)
+                except npu_smi.NpuSmiParseError as exc:
+                    snap["errors"].append(f"{' '.join(argv[1:])}: {exc}")
+            else:
+                snap["errors"].append(f"{' '.join(argv[1:])} failed with rc={rc}: {(err or out).strip()[:200]}")
+            key = f"{npu['npu_id']}/{chip_id}/{chip.get('bus_id') or ''}"
+            ident = known.get(key) or {}
+            if not ident.get("model_name"):
+                ident = _identity(run, npu_smi, npu_smi_bin, npu["npu_id"], chip_id, snap["errors"])
+            if ident.get("model_name"):
+                snap["identity"][key] = ident
+            state = npu_smi.worst_health([chip.get("health"), health_detail.get("health")])
+            codes = [c for c in (_code_value(x) for x in health_detail.get("error_codes") or []) if c is not None]
             used, total = chip.get("hbm_used_mb"), chip.get("hbm_total_mb")
             snap["chips"].append({
-                "id": logic_id,
+                "id": phy_id if phy_id is not None else logic_id,
+                "logic_id": logic_id,
                 "npu_id": npu["npu_id"],
                 "chip_id": chip_id,
-                "model_name": chip.get("name") or npu.get("name") or "",
+                "model_name": ident.get("model_name") or chip.get("name") or npu.get("name") or "",
+                "vdie_id": ident.get("vdie_id") or "",
                 "pcie_bus_info": chip.get("bus_id") or "",
                 "health_state": state,
                 "health": None if state is None else (1 if state in _HEALTH_OK else 0),
                 "error_codes": codes,
-                "error_code": (_code_value(codes[0]) if codes else 0),
                 "aicore_util_pct": chip.get("aicore_util_pct"),
                 "temp_c": chip.get("temp_c"),
                 "power_w": chip.get("power_w"),
@@ -155,7 +213,7 @@ def collect(run, npu_smi, hccn, npu_smi_bin=DEFAULT_NPU_SMI, hccn_tool_bin=DEFAU
             })
     if nics:
         for chip in snap["chips"]:
-            dev = str(chip["id"])
+            dev = str(chip["logic_id"])  # hccn_tool -i takes the device (logic) id
             rc, out, err = _run(run, [hccn_tool_bin, "-i", dev, "-link", "-g"])
             try:
                 chip["link_state"] = hccn.parse_link(out) if rc == 0 else None
@@ -174,7 +232,7 @@ def collect(run, npu_smi, hccn, npu_smi_bin=DEFAULT_NPU_SMI, hccn_tool_bin=DEFAU
                 snap["errors"].append(f"hccn_tool -i {dev} -net_health -g failed with rc={rc}: "
                                       f"{(err or out).strip()[:200]}")
             else:
-                chip["network"] = 1 if hccn.health_ok(chip["net_health"]) else 0
+                chip["network"] = 1 if str(chip["net_health"]).strip().lower() in _NET_OK else 0
     return snap
 
 
@@ -201,10 +259,17 @@ def render(snap, now=None):
     chips = sorted(snap["chips"], key=lambda c: c["id"])
 
     def base(chip):
-        return (("id", chip["id"]), ("model_name", chip["model_name"]), ("pcie_bus_info", chip["pcie_bus_info"]))
+        labels = [("id", chip["id"]), ("model_name", chip["model_name"])]
+        if chip.get("vdie_id"):
+            labels.append(("vdie_id", chip["vdie_id"]))
+        return tuple(labels + [("pcie_bus_info", chip["pcie_bus_info"])])
 
     for name, helptext, key in METRICS:
         family(name, helptext, [(base(c), c.get(key)) for c in chips])
+    for index in range(MAX_ERROR_CODES):
+        name = "npu_chip_info_error_code" + (f"_{index}" if index else "")
+        family(name, "the npu error code" + ("" if index else " (the first one; none when the chip has none)"),
+               [(base(c), c["error_codes"][index]) for c in chips if len(c.get("error_codes") or []) > index])
     family("npu_chip_info_health_state", "NPU chip health as npu-smi prints it (OK, Warning, Alarm, Critical...)",
            [(base(c) + (("state", c["health_state"]),), 1) for c in chips if c.get("health_state")])
     family("ascendai_npu_net_health_info", "NPU NIC net health as hccn_tool prints it (Success, Init, Fault...)",

@@ -7,6 +7,7 @@ plugins/module_utils (the monitoring role installs them together). The file is w
 """
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -36,23 +37,40 @@ def main(argv=None):
     parser.add_argument("--hccn-tool", default=npu_metrics.DEFAULT_HCCN_TOOL)
     parser.add_argument("--no-nics", action="store_true", help="do not query the NPU NICs with hccn_tool")
     args = parser.parse_args(argv)
-    snap = npu_metrics.collect(run, npu_smi, hccn, npu_smi_bin=args.npu_smi, hccn_tool_bin=args.hccn_tool,
-                               nics=not args.no_nics)
-    text = npu_metrics.render(snap, now=time.time())
     directory = os.path.dirname(os.path.abspath(args.output))
+    # model name and VDie ID of each chip (npu-smi info -t board -i N -c C) do not change: asked once, kept in a
+    # dot file next to the output (node_exporter reads only *.prom)
+    cache = os.path.join(directory, ".ascendai-npu-identity.json")
+    try:
+        with open(cache) as handle:
+            identity = json.load(handle)
+    except (OSError, ValueError):
+        identity = {}
+    if not isinstance(identity, dict):
+        identity = {}
+    snap = npu_metrics.collect(run, npu_smi, hccn, npu_smi_bin=args.npu_smi, hccn_tool_bin=args.hccn_tool,
+                               nics=not args.no_nics, identity=identity)
+    text = npu_metrics.render(snap, now=time.time())
+    if snap["identity"] and snap["identity"] != identity:
+        _write(cache, json.dumps(snap["identity"], sort_keys=True) + "\n", directory)
+    _write(args.output, text, directory)
+    for message in ([snap["error"]] if snap["error"] else []) + snap["errors"]:
+        print(message, file=sys.stderr)
+    return 0  # the metrics say whether npu-smi answered (ascendai_npu_metrics_up)
+
+
+def _write(path, text, directory):
+    """Write atomically."""
     fd, tmp = tempfile.mkstemp(prefix=".ascend-npu-", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
         os.chmod(tmp, 0o644)
-        os.replace(tmp, args.output)
+        os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-    for message in ([snap["error"]] if snap["error"] else []) + snap["errors"]:
-        print(message, file=sys.stderr)
-    return 0  # the metrics say whether npu-smi answered (ascendai_npu_metrics_up)
 
 
 if __name__ == "__main__":

@@ -69,8 +69,8 @@ SERIES = [
     ('npu_chip_info_health_status{instance="n1:9100",job="node",id="0"}', "1+0x60"),
     # NIC of device 1 DOWN from the start
     ('npu_chip_info_link_status{instance="n1:9100",job="node",id="1"}', "0+0x60"),
-    # NIC 3 net health Init (not configured): no alert; NIC 0 'Receive timeout': alert
-    ('npu_chip_info_network_status{instance="n1:9100",job="node",id="3"}', "0+0x60"),
+    # NIC 3 net health Init (not configured): 1 as NPU Exporter counts it, no alert; NIC 0 'Receive timeout': alert
+    ('npu_chip_info_network_status{instance="n1:9100",job="node",id="3"}', "1+0x60"),
     ('ascendai_npu_net_health_info{instance="n1:9100",job="node",id="3",status="Init"}', "1+0x60"),
     ('npu_chip_info_network_status{instance="n1:9100",job="node",id="0"}', "0+0x60"),
     # HBM 62000 of 65536 MB = 94.6 % (below 95) on id 0, 64000 = 97.7 % on id 1

@@ -82,6 +82,15 @@ CASES = [
      "device_not_found", None),
     ("dcmi module initialize failed. ret is -8005",
      "dcmi_init_failed", "DCMI init failed, ret -8005"),
+    # npu_smi.c handle_dcmi_initialization, ret -8020 = DCMI_ERR_CODE_RESOURCE_OCCUPIED (dcmi_interface_api.h)
+    ("dcmi model initialized failed, because the device is used. ret is -8020",
+     "dcmi_device_in_use", "DCMI init failed, device used, ret -8020"),
+    # the diagnostics role's holder probe (run only when npu-smi cannot initialise DCMI)
+    ("NPU device held: pid 4242 (python3) /dev/davinci0 container " + "3f" * 32,
+     "npu_device_held", "pid 4242 (python3)"),
+    # print_diagnosis_info prints every code with " %04X"
+    ("\tHealth Status                  : Alarm\n\tError Code                     : 8C03A000 1A2B\n",
+     "npu_error_code", "error code 8C03A000 1A2B"),
     ("link status: DOWN", "nic_link_down", None),
     ("net health status: Receive timeout", "nic_net_health", "net health Receive timeout"),
     ("ImportError: libascend_hal.so: cannot open shared object file: No such file or directory",
@@ -239,3 +248,11 @@ def test_is_secret_key(key, secret):
 def test_secret_values_never_survive(key, value):
     out = redact(f"{key}={value}\n--{key.lower().replace('_', '-')} {value}\n").splitlines()
     assert out == [f"{key}=<redacted>", f"--{key.lower().replace('_', '-')} <redacted>"]
+
+
+def test_dcmi_8005_is_not_read_as_a_pending_reboot():
+    (finding,) = match({"npu-smi info": "dcmi module initialize failed. ret is -8005\n"})
+    assert "not proof that a reboot is pending" in finding["remediation"]
+    assert "fuser -v /dev/davinci*" in finding["remediation"]
+    (used,) = match({"npu-smi info": "dcmi model initialized failed, because the device is used. ret is -8020\n"})
+    assert used["id"] == "dcmi_device_in_use" and "stop it" in used["remediation"]
