@@ -8,9 +8,11 @@ name: roce_qos
 short_description: Derive every RoCE QoS setting from one policy (PFC priority, DSCP) and check them
 version_added: 0.1.0
 description:
-  - The input is the policy, a dict with C(pfc_priority) (default 4), C(dscp) (default 33), C(traffic_class)
-    (the NPU NIC TC the DSCP maps to, default 3) and optionally C(prio_tc); Ascend's defaults
+  - The input is the policy, a dict with C(pfc_priority) (default 4), C(dscp) (default 33), optionally
+    C(traffic_class) (the NPU NIC TC the DSCP maps to) and C(prio_tc); Ascend's defaults
     C(HCCL_RDMA_TC=132) and C(HCCL_RDMA_SL=4) correspond to DSCP 33 and priority 4.
+  - Without C(traffic_class) or C(prio_tc) the NPU NIC's DSCP to TC map is left alone (not set, not checked):
+    no Huawei source gives the 910B NIC's factory maps or a TC for DSCP 33.
   - V(hccl_env) gives C(HCCL_RDMA_TC) (DSCP x 4) and C(HCCL_RDMA_SL) (the priority) for the service environment.
   - V(hccn) gives options for P(ascendai.vllm.hccn#module); V(host_nic) options for P(ascendai.vllm.host_pfc#module).
   - V(switch) gives a Huawei CloudEngine configuration snippet for O(interfaces).
@@ -38,6 +40,12 @@ options:
   dscp_mapping_slot:
     description: Adds C(dcb pfc dscp-mapping enable slot N), needed on some CloudEngine models (CE6885, CE8855...).
     type: int
+  headroom_pool:
+    description:
+      - For V(switch) - adds C(qos buffer headroom-pool size <size_mbytes> mbytes slot <slot>) before C(dcb pfc),
+        which Huawei's AI ECN example requires on the CE6855-48XS8CQ, CE6863E-48S8CQ, CE6885, CE6885-LL,
+        CE6885-SAN, CE6885-T, CE8851-32CQ4BQ and CE8855 (example values 4 and 1). Null leaves it out.
+    type: dict
   observed:
     description:
       - For V(check) - dict with any of C(hccl_env) (env dict), C(hccn), C(host_nic), C(switch) (each a dict
@@ -84,7 +92,8 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.roce_qos import (
 )
 
 
-def roce_qos(policy, what, interfaces=None, domain="ascend_roce", dscp_mapping_slot=None, observed=None):
+def roce_qos(policy, what, interfaces=None, domain="ascend_roce", dscp_mapping_slot=None, observed=None,
+             headroom_pool=None):
     try:
         if what == "policy":
             return normalize_policy(policy)
@@ -95,7 +104,8 @@ def roce_qos(policy, what, interfaces=None, domain="ascend_roce", dscp_mapping_s
         if what == "host_nic":
             return host_nic_settings(policy)
         if what == "switch":
-            return cloudengine_config(policy, interfaces or [], domain=domain, dscp_mapping_slot=dscp_mapping_slot)
+            return cloudengine_config(policy, interfaces or [], domain=domain, dscp_mapping_slot=dscp_mapping_slot,
+                                      headroom_pool=headroom_pool)
         if what == "check":
             if observed is None:
                 raise RoceQosError("check needs observed=... (what was read from HCCL env, NPU NICs, host NICs)")

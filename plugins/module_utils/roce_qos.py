@@ -6,14 +6,18 @@ The same two numbers must agree in four places, or RDMA traffic lands in a lossy
 
 * HCCL (in the vLLM service environment): ``HCCL_RDMA_TC`` = DSCP x 4 (the ToS byte; must be a multiple of 4)
   and ``HCCL_RDMA_SL`` = the PFC priority. Ascend's defaults are 132 and 4, i.e. DSCP 33 / priority 4
-  (hiascend CANN env reference envref_07_0089/0090, ``shared/research/ascend-facts.md`` section 3).
-* the NPU NICs (hccn_tool): PFC enabled on the priority (``-pfc -s bitmap``) and the DSCP mapped to the
-  traffic class that the priority uses (``-dscp_to_tc``; ``-prio_tc`` when the policy names a TC map);
+  (hiascend CANN env reference envref_07_0089/0090: "HCCL_RDMA_SL must equal the NIC's PFC priority").
+* the NPU NICs (hccn_tool): PFC enabled on the priority (``-pfc -s bitmap``); the DSCP -> traffic class map
+  (``-dscp_to_tc``) and priority -> TC map (``-prio_tc``) only when the policy names them (``traffic_class`` /
+  ``prio_tc``): neither the driver source nor Huawei's documentation gives the NIC's factory maps or a TC for
+  Ascend's DSCP 33, so by default they are left as the NIC has them;
 * host NICs (``ascendai.vllm.host_pfc``): PFC on the priority, DSCP trust, DSCP -> priority;
 * switches: PFC on the priority, DSCP trust, DSCP -> the priority's queue (Huawei CloudEngine snippet below;
-  syntax from the CloudEngine configuration guide "Example for Configuring AI ECN":
-  ``dcb pfc`` / `` priority 4``, ``diffserv domain`` / ``ip-dscp-inbound 24 phb af4 green``,
-  interface ``trust dscp`` / ``trust upstream <domain>`` / ``dcb pfc enable mode manual``).
+  syntax from the CloudEngine 6800 V300R023C00 configuration guide "Example for Configuring AI ECN":
+  ``qos buffer headroom-pool size 4 mbytes slot 1`` (CE6855-48XS8CQ, CE6863E-48S8CQ, CE6885, CE6885-LL,
+  CE6885-SAN, CE6885-T, CE8851-32CQ4BQ, CE8855 only), ``dcb pfc`` / `` priority 4``, ``diffserv domain`` /
+  ``ip-dscp-inbound 24 phb af4 green``, interface ``trust dscp`` / ``trust upstream <domain>`` /
+  ``dcb pfc enable mode manual``; see docs/sources.md).
 
 Pure stdlib functions; ``check_consistency`` returns the mismatches with what to change.
 """
@@ -22,10 +26,10 @@ from __future__ import annotations
 
 DEFAULT_PFC_PRIORITY = 4
 DEFAULT_DSCP = 33
-# The NPU NIC traffic class the DSCP is mapped to. hccn_tool accepts TC 0..3; which TC Ascend firmware
-# uses for priority 4 by default is not in our sources, so the policy names it and the check compares
-# dscp_to_tc[DSCP] with prio_tc[priority] whenever both are observed.
-DEFAULT_TRAFFIC_CLASS = 3
+# The NPU NIC traffic class the DSCP is mapped to (hccn_tool accepts TC 0..3). No source gives the factory
+# dscp_to_tc / prio_tc of a 910B NIC or a TC for DSCP 33, so by default the maps are not managed (None); a policy
+# that names traffic_class (or prio_tc) gets them set and checked.
+DEFAULT_TRAFFIC_CLASS = None
 
 # Huawei CloudEngine PHB (per-hop behaviour) names by local priority / queue: be=0, af1..af4=1..4, ef=5,
 # cs6=6, cs7=7 (the CE guide's example maps its RoCE DSCP to af4 for queue 4 and CNPs to cs6 for queue 6).
@@ -47,7 +51,10 @@ def _int(value, what, low, high):
 
 
 def normalize_policy(policy=None):
-    """{'pfc_priority': 0..7, 'dscp': 0..63, 'traffic_class': 0..3, 'prio_tc': [8 TCs] | None}."""
+    """{'pfc_priority': 0..7, 'dscp': 0..63, 'traffic_class': 0..3 | None, 'prio_tc': [8 TCs] | None}.
+
+    traffic_class None (the default) leaves the NIC's DSCP map alone; with prio_tc given it is prio_tc[priority].
+    """
     p = dict(policy or {})
     unknown = set(p) - {"pfc_priority", "dscp", "traffic_class", "prio_tc"}
     if unknown:
@@ -56,7 +63,8 @@ def normalize_policy(policy=None):
     out = {
         "pfc_priority": _int(p.get("pfc_priority", DEFAULT_PFC_PRIORITY), "pfc_priority", 0, 7),
         "dscp": _int(p.get("dscp", DEFAULT_DSCP), "dscp", 0, 63),
-        "traffic_class": _int(p.get("traffic_class", DEFAULT_TRAFFIC_CLASS), "traffic_class", 0, 3),
+        "traffic_class": (None if p.get("traffic_class", DEFAULT_TRAFFIC_CLASS) is None else
+                          _int(p["traffic_class"], "traffic_class", 0, 3)),
         "prio_tc": None,
     }
     if p.get("prio_tc") is not None:
@@ -66,6 +74,8 @@ def normalize_policy(policy=None):
         tcs = [_int(t, "prio_tc entry", 0, 3) for t in tcs]
         if len(tcs) != 8:
             raise RoceQosError(f"prio_tc must list 8 traffic classes, got {len(tcs)}")
+        if out["traffic_class"] is None:
+            out["traffic_class"] = tcs[out["pfc_priority"]]
         if tcs[out["pfc_priority"]] != out["traffic_class"]:
             raise RoceQosError(f"prio_tc maps priority {out['pfc_priority']} to TC {tcs[out['pfc_priority']]} but "
                                f"traffic_class is {out['traffic_class']}: make them equal")
@@ -86,7 +96,9 @@ def pfc_bitmap(priority):
 def hccn_settings(policy=None):
     """Settings for ``ascendai.vllm.hccn`` (its options pfc_priorities, dscp_to_tc, prio_tc)."""
     p = normalize_policy(policy)
-    out = {"pfc_priorities": [p["pfc_priority"]], "dscp_to_tc": {p["dscp"]: p["traffic_class"]}}
+    out = {"pfc_priorities": [p["pfc_priority"]]}
+    if p["traffic_class"] is not None:
+        out["dscp_to_tc"] = {p["dscp"]: p["traffic_class"]}
     if p["prio_tc"] is not None:
         out["prio_tc"] = list(p["prio_tc"])
     return out
@@ -98,8 +110,13 @@ def host_nic_settings(policy=None):
     return {"pfc_priorities": [p["pfc_priority"]], "trust": "dscp", "dscp_prio": {p["dscp"]: p["pfc_priority"]}}
 
 
-def cloudengine_config(policy=None, interfaces=(), domain="ascend_roce", dscp_mapping_slot=None):
-    """Huawei CloudEngine configuration snippet (VRP syntax) for the NPU-facing ports."""
+def cloudengine_config(policy=None, interfaces=(), domain="ascend_roce", dscp_mapping_slot=None, headroom_pool=None):
+    """Huawei CloudEngine configuration snippet (VRP syntax) for the NPU-facing ports.
+
+    headroom_pool: None, or {'size_mbytes': 4, 'slot': 1} for ``qos buffer headroom-pool size 4 mbytes slot 1``,
+    which the AI ECN example requires before ``dcb pfc`` on the CE6855-48XS8CQ, CE6863E-48S8CQ, CE6885(-LL/-SAN/-T),
+    CE8851-32CQ4BQ and CE8855.
+    """
     p = normalize_policy(policy)
     if isinstance(interfaces, str):
         interfaces = [interfaces]
@@ -110,8 +127,15 @@ def cloudengine_config(policy=None, interfaces=(), domain="ascend_roce", dscp_ma
     phb = CLOUDENGINE_PHB[p["pfc_priority"]]
     title = (f"# RoCE QoS policy: PFC priority {p['pfc_priority']}, DSCP {p['dscp']} "
              f"(HCCL_RDMA_TC={p['dscp'] * 4}, HCCL_RDMA_SL={p['pfc_priority']})")
-    lines = [
-        title,
+    lines = [title]
+    if headroom_pool is not None:
+        if not isinstance(headroom_pool, dict) or set(headroom_pool) - {"size_mbytes", "slot"}:
+            raise RoceQosError(f"headroom_pool {headroom_pool!r} must be a dict with size_mbytes and slot, e.g. "
+                               "{'size_mbytes': 4, 'slot': 1}")
+        size = _int(headroom_pool.get("size_mbytes", 4), "headroom_pool size_mbytes", 1, 1024)
+        slot = _int(headroom_pool.get("slot", 1), "headroom_pool slot", 1, 64)
+        lines += [f"qos buffer headroom-pool size {size} mbytes slot {slot}", "#"]
+    lines += [
         "dcb pfc",
         f" priority {p['pfc_priority']}",
         "#",
@@ -204,7 +228,7 @@ def check_consistency(observed, policy=None):
             if bits != want_bits:
                 add(where, "pfc", _prios(want_bits), _prios(bits),
                     f"hccn_tool -i <dev> -pfc -s bitmap {','.join(map(str, want_bits))}")
-        if "dscp_to_tc" in state:
+        if "dscp_to_tc" in state and tc is not None:
             seen = {int(k): _int_or_none(v) for k, v in dict(state["dscp_to_tc"] or {}).items()}.get(dscp)
             if seen != tc:
                 add(where, f"dscp_to_tc[{dscp}]", tc, seen, f"hccn_tool -i <dev> -dscp_to_tc -s dscp {dscp} tc {tc}")
@@ -213,7 +237,7 @@ def check_consistency(observed, policy=None):
             if p["prio_tc"] is not None and prio_tc != p["prio_tc"]:
                 add(where, "prio_tc", p["prio_tc"], prio_tc,
                     f"hccn_tool -i <dev> -prio_tc -s map {','.join(map(str, p['prio_tc']))}")
-            elif len(prio_tc) == 8 and prio_tc[prio] != tc:
+            elif len(prio_tc) == 8 and tc is not None and prio_tc[prio] != tc:
                 add(where, f"prio_tc[{prio}]", tc, prio_tc[prio],
                     f"priority {prio} must use TC {tc} (the TC DSCP {dscp} maps to): set prio_tc so that entry "
                     f"{prio} is {tc}, or set the policy traffic_class to {prio_tc[prio]}")

@@ -33,7 +33,10 @@ def test_hccn_plan_rejections(hosts, planes, kwargs, needle):
 
 def test_roce_qos_outputs():
     assert roce_qos({}, "hccl_env") == {"HCCL_RDMA_TC": "132", "HCCL_RDMA_SL": "4"}
-    assert roce_qos(None, "hccn") == {"pfc_priorities": [4], "dscp_to_tc": {33: 3}}
+    assert roce_qos(None, "hccn") == {"pfc_priorities": [4]}
+    assert roce_qos({"traffic_class": 3}, "hccn") == {"pfc_priorities": [4], "dscp_to_tc": {33: 3}}
+    assert roce_qos({}, "switch", interfaces=["p"], headroom_pool={"size_mbytes": 4, "slot": 1}).splitlines()[1] == \
+        "qos buffer headroom-pool size 4 mbytes slot 1"
     assert "ip-dscp-inbound 33 phb af4 green" in roce_qos({}, "switch", interfaces=["400GE1/1/5:1"])
     issues = roce_qos({}, "check", observed={"hccl_env": {"HCCL_RDMA_SL": "3"}})
     assert [i["setting"] for i in issues] == ["HCCL_RDMA_SL"]

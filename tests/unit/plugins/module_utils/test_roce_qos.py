@@ -13,7 +13,25 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.roce_qos import Roce
 def test_defaults_match_ascend_hccl_defaults():
     # hiascend env reference: HCCL_RDMA_TC default 132, HCCL_RDMA_SL default 4
     assert roce_qos.hccl_env() == {"HCCL_RDMA_TC": "132", "HCCL_RDMA_SL": "4"}
-    assert roce_qos.normalize_policy() == {"pfc_priority": 4, "dscp": 33, "traffic_class": 3, "prio_tc": None}
+    assert roce_qos.normalize_policy() == {"pfc_priority": 4, "dscp": 33, "traffic_class": None, "prio_tc": None}
+
+
+def test_default_policy_leaves_the_nic_dscp_map_alone():
+    # no source gives the 910B NIC's factory dscp_to_tc / prio_tc or a TC for DSCP 33: not set, not checked
+    assert roce_qos.hccn_settings() == {"pfc_priorities": [4]}
+    assert roce_qos.check_consistency({"hccn": {"x": {"pfc": [4], "dscp_to_tc": {33: 0}, "prio_tc": [0] * 8}}}) == []
+    # a policy that names the TC (or a prio_tc map, whose entry for the priority is the TC) manages it
+    assert roce_qos.hccn_settings({"traffic_class": 3}) == {"pfc_priorities": [4], "dscp_to_tc": {33: 3}}
+    assert roce_qos.normalize_policy({"prio_tc": [0, 0, 0, 0, 2, 0, 0, 0]})["traffic_class"] == 2
+
+
+def test_cloudengine_snippet_headroom_pool_first():
+    # CE 6800 V300R023C00 "Example for Configuring AI ECN": qos buffer headroom-pool before dcb pfc (CE6885, CE8855...)
+    text = roce_qos.cloudengine_config(None, ["400GE1/1/5:1"], headroom_pool={"size_mbytes": 4, "slot": 1})
+    assert text.splitlines()[1:5] == ["qos buffer headroom-pool size 4 mbytes slot 1", "#", "dcb pfc", " priority 4"]
+    assert "headroom-pool" not in roce_qos.cloudengine_config(None, ["400GE1/1/5:1"])
+    with pytest.raises(RoceQosError, match="headroom_pool"):
+        roce_qos.cloudengine_config(None, ["400GE1/1/5:1"], headroom_pool={"size": 4})
 
 
 def test_derived_settings_for_custom_policy():
@@ -40,7 +58,8 @@ def test_cloudengine_snippet_default_policy():
     ({"dscp": -1}, "dscp -1 must be an integer 0..63"),
     ({"dscp": "af41"}, "is not an integer"),
     ({"priority": 4}, "unknown policy keys ['priority']"),
-    ({"prio_tc": [0, 0, 0, 0, 1, 0, 0, 0]}, "prio_tc maps priority 4 to TC 1 but traffic_class is 3"),
+    ({"prio_tc": [0, 0, 0, 0, 1, 0, 0, 0], "traffic_class": 3},
+     "prio_tc maps priority 4 to TC 1 but traffic_class is 3"),
 ])
 def test_policy_rejections(policy, message):
     with pytest.raises(RoceQosError, match=__import__("re").escape(message)):
@@ -68,7 +87,7 @@ def test_consistency_reports_each_mismatch_with_fix():
         # mlnx_qos default after --trust dscp: DSCP 33 -> priority 4 (dscp // 8); PFC on 3 (NVIDIA style)
         "host_nic": {"node2/ens1f0": {"pfc": [3], "trust": "pcp", "dscp_prio": {33: 4}}},
     }
-    issues = roce_qos.check_consistency(observed)
+    issues = roce_qos.check_consistency(observed, {"traffic_class": 3})
     by = {(i["where"], i["setting"]): i for i in issues}
     assert set(by) == {("hccl_env", "HCCL_RDMA_TC"), ("hccl_env", "HCCL_RDMA_SL"), ("hccn node2/5", "pfc"),
                        ("hccn node2/5", "dscp_to_tc[33]"), ("hccn node2/5", "prio_tc[4]"),
