@@ -161,7 +161,7 @@ def render_list(state):
     out = ["\tTotal Count                    : %d" % len(cards)]
     for card in cards:
         out += ["", _kv("NPU ID", card["id"]), _kv("Chip Count", len(card["chips"]))]
-    return "\n".join(out) + "\n"
+    return "\n".join(out) + "\n\n"  # npu_info_print.c print_all_info: "%-30s : %d\n\n" after each count
 
 
 def _fw_compatible(state):
@@ -198,7 +198,10 @@ def render_board(state, card, chip=None):
                 ("Subsystem Vendor ID", b["subsystem_vendor_id"]),
                 ("Subsystem Device ID", b["subsystem_device_id"]), ("Chip Count", len(card["chips"]))]
     else:
-        rows = [("NPU ID", card["id"]), ("Chip ID", chip["chip_id"]), ("Chip Type", "Ascend"),
+        # npu_info_print.c print_ascend_chip_info: an A3 (910_93) build prints 'NPU Name' and no 'Chip Type'
+        a3 = state.get("layout") == "a3"
+        rows = [("NPU ID", card["id"])] + ([("NPU Name", chip["name"])] if a3 else []) + [
+                ("Chip ID", chip["chip_id"])] + ([] if a3 else [("Chip Type", "Ascend")]) + [
                 ("Chip Name", chip["name"]), ("Chip Version", "V1"), ("Board ID", b["board_id"]), ("PCB ID", "NA"),
                 ("BOM ID", b["bom_id"]), ("VDie ID", chip["vdie_id"]), ("NDie ID", chip["ndie_id"]),
                 ("Chip Position ID", chip["chip_id"]), ("PCIe Bus Info", chip["bus_id"]), ("Firmware Version", fw)]
@@ -328,8 +331,14 @@ def dcmi_failure(ret):
     return Result(text % ret + "\n", ret & 0xFF)
 
 
+# npu_smi.h: NPU_ERR_CODE_INVALID_PARAMETER -9001, NPU_ERR_CODE_INNER_ERR -9005; main() exit(ret): ret & 0xff
+RC_INVALID_PARAMETER = -9001 & 0xFF
+RC_INNER_ERR = -9005 & 0xFF
+
+
 def _invalid_card():
-    return Result("Invalid card id.\nError parameter of -i\n" + USAGE + "\n", 1)
+    # npu_parameter_parse.c parse_card_param prints 'Invalid card id.'; the rest as in the FaultDiag capture
+    return Result("Invalid card id.\nError parameter of -i\n" + USAGE + "\n", RC_INVALID_PARAMETER)
 
 
 def run(argv, state):
@@ -337,7 +346,8 @@ def run(argv, state):
     if not argv or argv[0] in ("-h", "--help"):
         return Result(TOP_HELP + "\n" + SIMULATED_NOTE + "\n", 0 if argv else 1)
     if argv[0] != "info":
-        return Result("Invalid command: %s\n%s" % (argv[0], TOP_HELP), 1)
+        # npu_smi.c handle_command_not_found (before dcmi_init)
+        return Result("Command or option is not found.\n" + TOP_HELP, RC_INNER_ERR)
     args = argv[1:]
     if any(a in ("-h", "--help") for a in args):
         return Result(INFO_HELP + "\n" + SIMULATED_NOTE + "\n")
@@ -369,7 +379,8 @@ def run(argv, state):
     if kind not in TYPES:
         return Result("The parameter of -t is invalid or not supported on this device: %s\n%s\n" % (kind, USAGE), 1)
     if "-i" not in opts:
-        return Result("Error parameter of -i\n" + USAGE + "\n", 1)
+        # npu_card_info.c query_card_info, then npu_info_run shows the help
+        return Result("\nThis command must input card id.\n\n" + USAGE + "\n", RC_INVALID_PARAMETER)
     try:
         card_id = int(opts["-i"])
     except ValueError:
@@ -386,7 +397,8 @@ def run(argv, state):
             chip_id = -1
         matches = [c for c in card["chips"] if c["chip_id"] == chip_id]
         if not matches:
-            return Result("Invalid chip id.\nError parameter of -c\n" + USAGE + "\n", 1)
+            # npu_parameter_parse.c parse_chip_param prints 'Invalid chip id.'
+            return Result("Invalid chip id.\nError parameter of -c\n" + USAGE + "\n", RC_INVALID_PARAMETER)
         chip = matches[0]
     return Result(TYPES[kind](state, card, chip))
 

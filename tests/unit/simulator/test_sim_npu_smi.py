@@ -237,3 +237,31 @@ def test_dcmi_init_failures_as_npu_smi_c(fault, text, rc):
         result = npu_smi.run(argv, state)
         assert (result.out, result.rc) == (text + "\n", rc)
     assert parser.classify_error(text + "\n", "", rc)[0] == ("device_in_use" if rc == 172 else "dcmi_init")
+
+
+def test_a3_chip_board_has_npu_name_and_no_chip_type():
+    # npu_info_print.c print_ascend_chip_info: 'NPU Name' on 910_93, 'Chip Type' on every other chip but 950
+    a3 = npu_smi.run(["info", "-t", "board", "-i", "1", "-c", "1"], st.default_state(npus=2, layout="a3")).out
+    keys = [line.split(":")[0].strip() for line in a3.splitlines()]
+    assert keys[:4] == ["NPU ID", "NPU Name", "Chip ID", "Chip Name"] and "Chip Type" not in keys
+    b = npu_smi.run(["info", "-t", "board", "-i", "1", "-c", "0"], st.default_state(npus=2)).out
+    assert [line.split(":")[0].strip() for line in b.splitlines()][:3] == ["NPU ID", "Chip ID", "Chip Type"]
+
+
+def test_parameter_errors_exit_as_npu_smi_c():
+    # npu_smi.h NPU_ERR_CODE_INVALID_PARAMETER (-9001) / NPU_ERR_CODE_INNER_ERR (-9005), exit(ret) -> & 0xff
+    state = st.default_state(npus=4)
+    assert npu_smi.run(["info", "-t", "board", "-i", "9"], state).rc == 215
+    assert npu_smi.run(["info", "-t", "health", "-i", "0", "-c", "1"], state).out.startswith("Invalid chip id.\n")
+    missing = npu_smi.run(["info", "-t", "health"], state)
+    assert (missing.out.split("\n")[:3], missing.rc) == (["", "This command must input card id.", ""], 215)
+    other = npu_smi.run(["bogus"], state)
+    assert (other.out.splitlines()[0], other.rc) == ("Command or option is not found.", 211)
+
+
+def test_card_list_ends_with_a_blank_line():
+    # npu_info_print.c print_all_info: "Total Count" then per card "NPU ID" and "Chip Count", each count + "\n\n"
+    out = npu_smi.run(["info", "-l"], st.default_state(npus=2, layout="a3")).out
+    assert out.split("\n") == ["\t%-30s : %d" % ("Total Count", 2), "", "\t%-30s : %d" % ("NPU ID", 0),
+                               "\t%-30s : %d" % ("Chip Count", 2), "", "\t%-30s : %d" % ("NPU ID", 1),
+                               "\t%-30s : %d" % ("Chip Count", 2), "", ""]
