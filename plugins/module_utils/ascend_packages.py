@@ -5,7 +5,7 @@
 Pure functions (stdlib only): the ``ascend_version_compare`` / ``ascend_version_in_ranges`` filters run them on
 the controller and the ``ascend_package_info`` module runs them on the node.
 
-Version strings (docs/sources.md, "Driver, firmware" and "CANN"): driver ``24.1.rc3``, ``24.1.0``,
+Version strings (docs/sources.md, the driver, firmware and CANN sources): driver ``24.1.rc3``, ``24.1.0``,
 ``25.0.rc1.1``, ``25.2.0``; firmware ``7.5.0.1.129``; CANN ``8.2.RC1``, ``8.3.RC2``, ``9.1.0``.  A part ``rcN``
 (any case; also ``tN``/``bN`` test and beta builds) sorts *before* a number at the same position, so
 ``24.1.rc3`` < ``24.1.0`` < ``25.2.0`` and ``8.2.RC1`` < ``8.2.0``.  Missing trailing parts count as ``0``.
@@ -145,7 +145,7 @@ def info_version(info):
     return kv_get(info, "Version", "package_version", "Ascend-cann-atb")
 
 
-# Each CANN generation's layout, once (docs/sources.md, "CANN"). ``since`` is the first release of the row.
+# Each CANN generation's layout, once (docs/sources.md, the CANN sources). ``since`` is the first release of the row.
 #  - <= 8.3: ``<root>/ascend-toolkit/<version>`` and its link ``ascend-toolkit/latest``; set_env.sh sets
 #    ASCEND_TOOLKIT_HOME=<root>/ascend-toolkit/latest (Huawei's image
 #    https://github.com/Ascend/cann-container-image/blob/c5a67b3/cann/8.3.rc2-910b-ubuntu22.04-py3.11/Dockerfile#L110);

@@ -3,7 +3,7 @@
 Runs from the package payload (``python3 -m atlas_sim.installer --package-meta package.json -- ARGS``) and
 from the installed ``uninstall.sh`` scripts.  Writes the real file layout under ``$ATLAS_SIM_ROOT`` and
 updates the node state (installed versions, pending reboot).  Messages follow real install logs
-(shared/fixtures/ascend-install) where known.
+(tests/unit/fixtures/ascend-install, each naming its public source) where known.
 """
 
 import datetime

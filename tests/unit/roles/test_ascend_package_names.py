@@ -14,11 +14,14 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "tests", "simulator"))
 
 import build_installers  # noqa: E402  (the simulator names its packages as Huawei does)
+from ansible_collections.ascendai.vllm.plugins.filter.ascend_cann_layout import ascend_cann_layout  # noqa: E402
 
-# the role's vars call the collection's filters (ascendai.vllm.ascend_cann_layout): let Ansible's loader find them
-from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder  # noqa: E402
 
-_AnsibleCollectionFinder(paths=[os.path.join(ROOT, ".cache", "collections")])._install()
+def _templar(variables):
+    """Ansible's templar with the collection's ascend_cann_layout filter (the role's vars call it by its FQCN)."""
+    templar = Templar(loader=DataLoader(), variables=variables)
+    templar.environment.filters["ascendai.vllm.ascend_cann_layout"] = ascend_cann_layout
+    return templar
 
 
 def _trusted(value):
@@ -35,7 +38,7 @@ def render_files(role, variables):
     """The role's _<role>_files, templated by Ansible's engine with the role's vars/main.yml (lazily, as in a play)."""
     with open(os.path.join(ROOT, "roles", role, "vars", "main.yml")) as handle:
         data = yaml.safe_load(handle)
-    templar = Templar(loader=DataLoader(), variables=dict(_trusted(data), **variables))
+    templar = _templar(dict(_trusted(data), **variables))
     files = templar.template(trust_as_template("{{ _%s_files }}" % role))
     return {kind: str(name).strip() for kind, name in files.items()}
 
@@ -76,7 +79,7 @@ def test_cann_names(version, arch, kernels):
 def test_offline_bundle_names(version, kernels):
     with open(os.path.join(ROOT, "roles", "offline_bundle", "vars", "main.yml")) as handle:
         data = yaml.safe_load(handle)
-    templar = Templar(loader=DataLoader(), variables=dict(_trusted(data), _offline_bundle_cann=version,
+    templar = _templar(dict(_trusted(data), _offline_bundle_cann=version,
                                                           offline_bundle_npu_type="910b",
                                                           offline_bundle_driver_version="25.2.0",
                                                           offline_bundle_firmware_version="7.7.0.1.231"))

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.ascendai.vllm.plugins.module_utils import ascend_packages as ap
 
-# Releases in the order Huawei published them (shared/research/ascend-facts.md sections 5, 6).
+# Releases in the order Huawei published them (docs/sources.md: driver, firmware and CANN sources).
 DRIVERS = ["23.0.rc1", "23.0.rc3", "23.0.0", "23.0.6", "23.0.7", "24.1.rc1", "24.1.rc3", "24.1.0", "25.0.rc1",
            "25.0.rc1.1", "25.2.0"]
 FIRMWARES = ["6.3.0.1.241", "7.1.0.7.220", "7.1.0.11.220", "7.5.0.1.129", "7.7.0.1.231"]
