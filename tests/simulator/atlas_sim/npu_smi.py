@@ -2,8 +2,10 @@
 
 Layouts (state ``layout``): ``classic`` (npu-smi 22.x-25.2, 98 columns), ``a3`` (Atlas A3, two dies per NPU,
 ``Chip  Phy-ID``), ``wide`` (npu-smi 25.5+/26.x, 114 columns, ``Process id in container``).
-Column positions were taken from the captures in shared/fixtures/npu-smi (the unit tests re-render those
-captures byte for byte).
+Column positions were taken from the real captures in tests/unit/fixtures/npu-smi (each file's first line names
+its public source; the unit tests re-render them byte for byte). The ``-t`` outputs, the health query with and
+without ``-c`` and the DCMI failures follow npu-smi's source (https://github.com/verylucky01/driver/blob/e29d066/
+src/custom/dev_prod/user/npucli/src/), as the conformance table in tests/simulator/README.md lists.
 """
 
 import sys

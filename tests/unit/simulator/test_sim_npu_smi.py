@@ -11,7 +11,7 @@ from hypothesis import strategies as hs
 from ansible_collections.ascendai.vllm.plugins.module_utils import npu_smi as parser
 from atlas_sim import npu_smi, state as st
 
-# The real captures, as copied into the unit tests (tests/unit/fixtures/npu-smi, verbatim from shared/fixtures).
+# The real captures (tests/unit/fixtures/npu-smi; each file's first line names its public source).
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "npu-smi")
 
 
