@@ -582,7 +582,11 @@ def run(argv, state, entries):
     if not argv or argv[0] in ("-h", "--help") or "-h" in argv or "--help" in argv:
         return Result(HELP + "\n" + SIMULATED_NOTE + "\n", 0 if argv else 1)
     if state.get("pending_reboot"):
-        return Result("", 1, "dcmi module initialize failed. ret is -8005\n")
+        # hccn_tool calls no dcmi_init (main.c): a failing device call (the driver not answering until the
+        # reboot) falls to dsmi_analysis_dsmi_ret_to_uda's default, UDA_DSMI_EXE_ERR (network/dsmi/ascend910B/
+        # ds_net.c#L2236-L2262), "Command execute failed!" on stderr, exit 0x4001 & 0xff. That the device call
+        # fails while a reboot is pending is an assumption. A device held by another process does not stop it.
+        return fail(DSMI_EXE)
     if argv[0] != "-i" or len(argv) < 3:
         return fail(MAJOR_CMD_INVALID)
     dev_text, cmd, rest = argv[1], argv[2], argv[3:]

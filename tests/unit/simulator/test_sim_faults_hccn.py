@@ -205,3 +205,15 @@ def test_hccn_refusals_use_the_driver_codes(node):
     assert _hccn(node, "-i", "0", "-mtu", "-s", "size", "9703").returncode == 13
     assert _hccn(node, "-i", "0", "-tls", "-s", "enable", "2").returncode == 16
     assert not node.exists("/etc/hccn.conf")
+
+
+def test_pending_reboot_fails_as_a_device_call_not_as_npu_smi():
+    """hccn_tool has no dcmi_init: a failing device call prints UDA_DSMI_EXE_ERR's text, not npu-smi's -8005."""
+    from atlas_sim import hccn_tool, state as st
+
+    node = st.default_state()
+    node["pending_reboot"] = True
+    result = hccn_tool.run(["-i", "0", "-link", "-g"], node, [])
+    assert result.rc == 1
+    assert "Command execute failed!" in result.err
+    assert "-8005" not in result.err + result.out
