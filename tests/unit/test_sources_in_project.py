@@ -16,7 +16,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SOURCES = os.path.join(ROOT, "docs", "sources.md")
 
 # What points outside the project: the research notes and the environment notes of the workplace.
-_OUTSIDE = re.compile(r"\.\./shared/|shared/(?:research|fixtures|environment)|ascend-facts\.md")
+_OUTSIDE = re.compile(r"\.\./shared/|shared/(?:research|fixtures|environment)|ascend-facts")
 _SECTION_REF = re.compile(r'docs/sources\.md, "([^"]+)"')
 _SKIP_PREFIXES = ("tests/unit/fixtures/", "docs/roles/")
 _THIS = os.path.relpath(__file__, ROOT)
