@@ -141,8 +141,13 @@ def kv_get(info, *keys):
 
 
 def info_version(info):
-    """The package version of a parsed version.info / ascend_toolkit_install.info / NNAL version.info."""
-    return kv_get(info, "Version", "package_version", "Ascend-cann-atb")
+    """The package version of a parsed version.info / ascend_toolkit_install.info / NNAL version.info.
+
+    A kernels package's ``opp_kernel/version.info`` may carry the inner build in ``Version`` (``8.3.T5.0.B028``)
+    and the release in ``version_dir`` (``8.3.RC2``); the release is what the role compares, so ``version_dir``
+    wins where it is given (seen in a public install note, no stable source: docs/sources.md, "CANN").
+    """
+    return kv_get(info, "version_dir", "Version", "package_version", "Ascend-cann-atb")
 
 
 # Each CANN generation's layout, once (docs/sources.md, the CANN sources). ``since`` is the first release of the row.

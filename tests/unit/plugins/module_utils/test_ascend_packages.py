@@ -162,6 +162,14 @@ def test_nnal_version_info_is_colon_separated():
         "runtime_running_version": "[7.6.0.1.220:8.0.0]"}
 
 
+def test_kernels_version_info_release_over_inner_build():
+    # a kernels opp_kernel/version.info with the inner build in Version: the release is compared, else every run
+    # would plan an upgrade of the installed 8.3.RC2
+    info = ap.parse_kv("Version=8.3.T5.0.B028\nversion_dir=8.3.RC2\nsoc_version=ascend910b\n")
+    assert ap.info_version(info) == "8.3.RC2"
+    assert ap.plan_action(ap.info_version(info), "8.3.RC2") == "none"
+
+
 @pytest.mark.parametrize("version,generation,kernels,home,toolkit_info", [
     # Huawei's images: ASCEND_TOOLKIT_HOME=/usr/local/Ascend/ascend-toolkit/latest for 8.3.rc2,
     # /usr/local/Ascend/cann-<version> for 8.5.1 and 9.0.0 (Ascend/cann-container-image, cann/*/Dockerfile)
