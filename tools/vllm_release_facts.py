@@ -597,12 +597,13 @@ def render_module(facts):
     ]
     for version, fact in facts.items():
         lines.append(f"    {version!r}: {{")
-        lines.append(f"        'source': ({_wrap(fact['source'], 12)}),")
+        # hanging indent (pycodestyle E128 with a visual one): the strings start on the next line
+        lines.append(f"        'source': (\n            {_wrap(fact['source'], 12)}),")
         lines.append("        'config': {")
         lines.extend(f"            {key!r}: {value!r}," for key, value in fact["config"].items())
         lines.append("        },")
         words = " ".join(f"{name}:{kind}" for name, kind in fact["options"].items())
-        lines.append(f"        'options': ({_wrap(words, 12)}),")
+        lines.append(f"        'options': (\n            {_wrap(words, 12)}),")
         lines.append("    },")
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -11,7 +11,7 @@ description:
   - The input is the policy, a dict with C(pfc_priority) (default 4), C(dscp) (default 33), optionally
     C(traffic_class) (the NPU NIC TC the DSCP maps to) and C(prio_tc); Ascend's defaults
     C(HCCL_RDMA_TC=132) and C(HCCL_RDMA_SL=4) correspond to DSCP 33 and priority 4.
-  - Without C(traffic_class) or C(prio_tc) the NPU NIC's DSCP to TC map is left alone (not set, not checked):
+  - Without C(traffic_class) or C(prio_tc) the NPU NIC's DSCP to TC map is left alone (not set, not checked);
     no Huawei source gives the 910B NIC's factory maps or a TC for DSCP 33.
   - V(hccl_env) gives C(HCCL_RDMA_TC) (DSCP x 4) and C(HCCL_RDMA_SL) (the priority) for the service environment.
   - V(hccn) gives options for P(ascendai.vllm.hccn#module); V(host_nic) options for P(ascendai.vllm.host_pfc#module).

@@ -19,9 +19,9 @@ description:
     C(additional_config), C(speculative_config)...) stay mappings; vLLM turns them into JSON.
   - With O(vllm_version), names are checked against that release's option table (generated from each vLLM
     sdist by C(tools/vllm_release_facts.py)) and values are written the way that release's C(--config) loader
-    reads them. Before vLLM 0.32 the loader drops a C(false): a C(--X/--no-X) option set to C(false) is written
-    C(no-X: true). Up to vLLM 0.14 the loader passes a mapping as C(str(dict)): mappings are written as JSON
-    strings. Up to 0.10.0 a list becomes C(str(list)): one item is written as a scalar, more fail.
+    reads them. Before vLLM 0.32 the loader drops a C(false); a C(--X/--no-X) option set to C(false) is written
+    C(no-X) set to C(true). Up to vLLM 0.14 the loader passes a mapping as C(str(dict)), so mappings are written as JSON
+    strings. Up to 0.10.0 a list becomes C(str(list)), so one item is written as a scalar and more fail.
   - Fails, naming every bad key, on options that release removed or never had (C(swap_space), C(device),
     C(worker_use_ray), C(adapter), C(num_gpus_per_worker), C(executor)) with what to use instead, on C(api_key)
     (a secret belongs in the 0600 environment file as C(VLLM_API_KEY)), on names unknown to the release (vLLM

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 RELEASES = {
     '0.7.3': {
-        'source': ('vllm-0.7.3.tar.gz from PyPI (https://pypi.org/project/vllm/0.7.3/), sha256 '
+        'source': (
+            'vllm-0.7.3.tar.gz from PyPI (https://pypi.org/project/vllm/0.7.3/), sha256 '
             '841cc30bd4ffbc037e8b8bf6dbacbedc60cc0b2abb60366873b185159a1204e6; only the files '
             'tools/vllm_release_facts.py reads are kept.'),
         'config': {
@@ -25,7 +26,8 @@ RELEASES = {
             'config_first': 'breaks',
             'config_after_option': 'works',
         },
-        'options': ('additional_config:j allow_credentials:f allowed_headers:j allowed_local_media_path:v '
+        'options': (
+            'additional_config:j allow_credentials:f allowed_headers:j allowed_local_media_path:v '
             'allowed_methods:j allowed_origins:j api_key:v block_size:v calculate_kv_scales:f chat_template:v '
             'chat_template_content_format:v code_revision:v collect_detailed_traces:v compilation_config:v '
             'config_format:v cpu_offload_gb:v device:v disable_async_output_proc:f disable_custom_all_reduce:f '
@@ -61,7 +63,8 @@ RELEASES = {
             'worker_cls:v'),
     },
     '0.8.4': {
-        'source': ('vllm-0.8.4.tar.gz from PyPI (https://pypi.org/project/vllm/0.8.4/), sha256 '
+        'source': (
+            'vllm-0.8.4.tar.gz from PyPI (https://pypi.org/project/vllm/0.8.4/), sha256 '
             '522b13dd16c6c773dec0cb4c42ea591623d03ef94d16db8128ece2600017e6ac; only the files '
             'tools/vllm_release_facts.py reads are kept.'),
         'config': {
@@ -73,7 +76,8 @@ RELEASES = {
             'config_first': 'breaks',
             'config_after_option': 'works',
         },
-        'options': ('additional_config:j allow_credentials:f allowed_headers:j allowed_local_media_path:v '
+        'options': (
+            'additional_config:j allow_credentials:f allowed_headers:j allowed_local_media_path:v '
             'allowed_methods:j allowed_origins:j api_key:v block_size:v calculate_kv_scales:f chat_template:v '
             'chat_template_content_format:v code_revision:v collect_detailed_traces:v compilation_config:v '
             'config_format:v cpu_offload_gb:v data_parallel_size:v device:v disable_async_output_proc:f '
@@ -107,7 +111,8 @@ RELEASES = {
             'worker_extension_cls:v'),
     },
     '0.8.5.post1': {
-        'source': ('vllm-0.8.5.post1.tar.gz from PyPI (https://pypi.org/project/vllm/0.8.5.post1/), sha256 '
+        'source': (
+            'vllm-0.8.5.post1.tar.gz from PyPI (https://pypi.org/project/vllm/0.8.5.post1/), sha256 '
             '5e5be78ee00637de4ee29f75ce86edc6c224c05d9e58d067a511eb83c3afe32d; only the files '
             'tools/vllm_release_facts.py reads are kept.'),
         'config': {
@@ -119,7 +124,8 @@ RELEASES = {
             'config_first': 'breaks',
             'config_after_option': 'works',
         },
-        'options': ('additional_config:j allow_credentials:f allowed_headers:j allowed_local_media_path:v '
+        'options': (
+            'additional_config:j allow_credentials:f allowed_headers:j allowed_local_media_path:v '
             'allowed_methods:j allowed_origins:j api_key:v block_size:v calculate_kv_scales:b chat_template:v '
             'chat_template_content_format:v code_revision:v collect_detailed_traces:v compilation_config:v '
             'config_format:v cpu_offload_gb:v data_parallel_size:v device:v disable_async_output_proc:f '
@@ -153,7 +159,8 @@ RELEASES = {
             'worker_extension_cls:v'),
     },
     '0.9.0': {
-        'source': ('vllm-0.9.0.tar.gz from PyPI (https://pypi.org/project/vllm/0.9.0/), sha256 '
+        'source': (
+            'vllm-0.9.0.tar.gz from PyPI (https://pypi.org/project/vllm/0.9.0/), sha256 '
             '78e3e71fbbd1adfc3b7095b4ab4b6d341c0cffc9e8b96f0c74db275d60108902; only the files '
             'tools/vllm_release_facts.py reads are kept.'),
         'config': {
@@ -165,7 +172,8 @@ RELEASES = {
             'config_first': 'breaks',
             'config_after_option': 'works',
         },
-        'options': ('additional_config:j allow_credentials:f allowed_headers:j allowed_local_media_path:v '
+        'options': (
+            'additional_config:j allow_credentials:f allowed_headers:j allowed_local_media_path:v '
             'allowed_methods:j allowed_origins:j api_key:v block_size:v calculate_kv_scales:b chat_template:v '
             'chat_template_content_format:v code_revision:v collect_detailed_traces:l compilation_config:j '
             'config_format:v cpu_offload_gb:v cuda_graph_sizes:l data_parallel_address:v '
@@ -203,7 +211,8 @@ RELEASES = {
             'worker_extension_cls:v'),
     },
     '0.9.1': {
-        'source': ('vllm-0.9.1.tar.gz from PyPI (https://pypi.org/project/vllm/0.9.1/), sha256 '
+        'source': (
+            'vllm-0.9.1.tar.gz from PyPI (https://pypi.org/project/vllm/0.9.1/), sha256 '
             'c5ad11603f49a1fad05c88debabb8b839780403ce1b51751ec4da4e8a838082c; only the files '
             'tools/vllm_release_facts.py reads are kept.'),
         'config': {
@@ -215,7 +224,8 @@ RELEASES = {
             'config_first': 'breaks',
             'config_after_option': 'works',
         },
-        'options': ('additional_config:j allow_credentials:f allowed_headers:j allowed_local_media_path:v '
+        'options': (
+            'additional_config:j allow_credentials:f allowed_headers:j allowed_local_media_path:v '
             'allowed_methods:j allowed_origins:j api_key:v block_size:v calculate_kv_scales:b chat_template:v '
             'chat_template_content_format:v code_revision:v collect_detailed_traces:l compilation_config:j '
             'config_format:v cpu_offload_gb:v cuda_graph_sizes:l data_parallel_address:v '
@@ -254,7 +264,8 @@ RELEASES = {
             'uvicorn_log_level:v worker_cls:v worker_extension_cls:v'),
     },
     '0.9.2': {
-        'source': ('vllm-0.9.2.tar.gz from PyPI (https://pypi.org/project/vllm/0.9.2/), sha256 '
+        'source': (
+            'vllm-0.9.2.tar.gz from PyPI (https://pypi.org/project/vllm/0.9.2/), sha256 '
             '6b0d855ea8ba18d76364c9b82ea94bfcaa9c9e724055438b5733e4716ed104e1; only the files '
             'tools/vllm_release_facts.py reads are kept.'),
         'config': {
@@ -266,7 +277,8 @@ RELEASES = {
             'config_first': 'breaks',
             'config_after_option': 'works',
         },
-        'options': ('additional_config:j allow_credentials:f allowed_headers:j allowed_local_media_path:v '
+        'options': (
+            'additional_config:j allow_credentials:f allowed_headers:j allowed_local_media_path:v '
             'allowed_methods:j allowed_origins:j api_key:v block_size:v calculate_kv_scales:b chat_template:v '
             'chat_template_content_format:v code_revision:v collect_detailed_traces:l compilation_config:j '
             'config_format:v cpu_offload_gb:v cuda_graph_sizes:l data_parallel_address:v '
@@ -308,7 +320,8 @@ RELEASES = {
             'uvicorn_log_level:v worker_cls:v worker_extension_cls:v'),
     },
     '0.10.0': {
-        'source': ('vllm-0.10.0.tar.gz from PyPI (https://pypi.org/project/vllm/0.10.0/), sha256 '
+        'source': (
+            'vllm-0.10.0.tar.gz from PyPI (https://pypi.org/project/vllm/0.10.0/), sha256 '
             'a44e9013db26082a82c3931ed8772ac884d6d60566d36ecdb0e8dc01c65b241a; only the files '
             'tools/vllm_release_facts.py reads are kept.'),
         'config': {
@@ -320,7 +333,8 @@ RELEASES = {
             'config_first': 'breaks',
             'config_after_option': 'works',
         },
-        'options': ('additional_config:j allow_credentials:b allowed_headers:j allowed_local_media_path:v '
+        'options': (
+            'additional_config:j allow_credentials:b allowed_headers:j allowed_local_media_path:v '
             'allowed_methods:j allowed_origins:j api_key:v api_server_count:v async_scheduling:b block_size:v '
             'calculate_kv_scales:b chat_template:v chat_template_content_format:v code_revision:v '
             'collect_detailed_traces:l compilation_config:j config_format:v cpu_offload_gb:v cuda_graph_sizes:l '
@@ -361,7 +375,8 @@ RELEASES = {
             'worker_extension_cls:v'),
     },
     '0.10.2': {
-        'source': ('vllm-0.10.2.tar.gz from PyPI (https://pypi.org/project/vllm/0.10.2/), sha256 '
+        'source': (
+            'vllm-0.10.2.tar.gz from PyPI (https://pypi.org/project/vllm/0.10.2/), sha256 '
             '57608f44cf61f5d80fb182c98e06e524cb2925bb528258a7b247c8e43a52d13e; only the files '
             'tools/vllm_release_facts.py reads are kept.'),
         'config': {
@@ -373,7 +388,8 @@ RELEASES = {
             'config_first': 'works',
             'config_after_option': 'works',
         },
-        'options': ('additional_config:j allow_credentials:b allowed_headers:j allowed_local_media_path:v '
+        'options': (
+            'additional_config:j allow_credentials:b allowed_headers:j allowed_local_media_path:v '
             'allowed_methods:j allowed_origins:j api_key:l api_server_count:v async_scheduling:b block_size:v '
             'calculate_kv_scales:b chat_template:v chat_template_content_format:v code_revision:v '
             'collect_detailed_traces:l compilation_config:j config_format:v convert:v cpu_offload_gb:v '
@@ -418,7 +434,8 @@ RELEASES = {
             'uvicorn_log_level:v worker_cls:v worker_extension_cls:v'),
     },
     '0.11.0': {
-        'source': ('vllm-0.11.0.tar.gz from PyPI (https://pypi.org/project/vllm/0.11.0/), sha256 '
+        'source': (
+            'vllm-0.11.0.tar.gz from PyPI (https://pypi.org/project/vllm/0.11.0/), sha256 '
             'f435a64c24e9c4178d657a76f8edd8548ddc444012f7d06a9f79ac3a6392bfae; only the files '
             'tools/vllm_release_facts.py reads are kept.'),
         'config': {
@@ -430,7 +447,8 @@ RELEASES = {
             'config_first': 'works',
             'config_after_option': 'works',
         },
-        'options': ('additional_config:j allow_credentials:b allowed_headers:j allowed_local_media_path:v '
+        'options': (
+            'additional_config:j allow_credentials:b allowed_headers:j allowed_local_media_path:v '
             'allowed_media_domains:l allowed_methods:j allowed_origins:j api_key:l api_server_count:v '
             'async_scheduling:b block_size:v calculate_kv_scales:b chat_template:v '
             'chat_template_content_format:v code_revision:v collect_detailed_traces:l compilation_config:j '
@@ -477,7 +495,8 @@ RELEASES = {
             'worker_cls:v worker_extension_cls:v'),
     },
     '0.12.0': {
-        'source': ('vllm-0.12.0.tar.gz from PyPI (https://pypi.org/project/vllm/0.12.0/), sha256 '
+        'source': (
+            'vllm-0.12.0.tar.gz from PyPI (https://pypi.org/project/vllm/0.12.0/), sha256 '
             'dc2863be80260f378f1e72f9b82b4009610e434d05fdd7067383b231b89c4f4a; only the files '
             'tools/vllm_release_facts.py reads are kept.'),
         'config': {
@@ -489,7 +508,8 @@ RELEASES = {
             'config_first': 'works',
             'config_after_option': 'works',
         },
-        'options': ('additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
+        'options': (
+            'additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
             'allowed_headers:j allowed_local_media_path:v allowed_media_domains:l allowed_methods:j '
             'allowed_origins:j api_key:l api_server_count:v async_scheduling:b block_size:v '
             'calculate_kv_scales:b chat_template:v chat_template_content_format:v code_revision:v '
@@ -539,7 +559,8 @@ RELEASES = {
             'worker_cls:v worker_extension_cls:v'),
     },
     '0.13.0': {
-        'source': ('vllm-0.13.0.tar.gz from PyPI (https://pypi.org/project/vllm/0.13.0/), sha256 '
+        'source': (
+            'vllm-0.13.0.tar.gz from PyPI (https://pypi.org/project/vllm/0.13.0/), sha256 '
             '4ad43db45fef37114b550d03a4f423fb3fa3a31d8bc09ee810ef8b9cdcd4b5fe; only the files '
             'tools/vllm_release_facts.py reads are kept.'),
         'config': {
@@ -551,7 +572,8 @@ RELEASES = {
             'config_first': 'works',
             'config_after_option': 'works',
         },
-        'options': ('additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
+        'options': (
+            'additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
             'allowed_headers:j allowed_local_media_path:v allowed_media_domains:l allowed_methods:j '
             'allowed_origins:j api_key:l api_server_count:v async_scheduling:b attention_backend:v '
             'attention_config:j block_size:v calculate_kv_scales:b chat_template:v '
@@ -600,7 +622,8 @@ RELEASES = {
             'video_pruning_rate:v worker_cls:v worker_extension_cls:v'),
     },
     '0.14.1': {
-        'source': ('vllm-0.14.1.tar.gz from PyPI (https://pypi.org/project/vllm/0.14.1/), sha256 '
+        'source': (
+            'vllm-0.14.1.tar.gz from PyPI (https://pypi.org/project/vllm/0.14.1/), sha256 '
             'c7c6d0a729d29e70ac10baacbc7186930da24f8ae34f60451330527ff0be84ac; only the files '
             'tools/vllm_release_facts.py reads are kept.'),
         'config': {
@@ -612,7 +635,8 @@ RELEASES = {
             'config_first': 'works',
             'config_after_option': 'works',
         },
-        'options': ('additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
+        'options': (
+            'additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
             'allow_deprecated_quantization:b allowed_headers:j allowed_local_media_path:v '
             'allowed_media_domains:l allowed_methods:j allowed_origins:j api_key:l api_server_count:v '
             'async_scheduling:b attention_backend:v attention_config:j block_size:v calculate_kv_scales:b '
@@ -664,7 +688,8 @@ RELEASES = {
             'uvicorn_log_level:v video_pruning_rate:v worker_cls:v worker_extension_cls:v'),
     },
     '0.17.0': {
-        'source': ('vllm-0.17.0.tar.gz from PyPI (https://pypi.org/project/vllm/0.17.0/), sha256 '
+        'source': (
+            'vllm-0.17.0.tar.gz from PyPI (https://pypi.org/project/vllm/0.17.0/), sha256 '
             'b0b62e58ef4eb633ef371f2726976372cf6dfcb7ff2ea9ddf7194c1930d5629a; only the files '
             'tools/vllm_release_facts.py reads are kept.'),
         'config': {
@@ -676,7 +701,8 @@ RELEASES = {
             'config_first': 'works',
             'config_after_option': 'works',
         },
-        'options': ('additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
+        'options': (
+            'additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
             'allow_deprecated_quantization:b allowed_headers:j allowed_local_media_path:v '
             'allowed_media_domains:l allowed_methods:j allowed_origins:j api_key:l api_server_count:v '
             'async_scheduling:b attention_backend:v attention_config:j block_size:v calculate_kv_scales:b '
@@ -732,7 +758,8 @@ RELEASES = {
             'worker_extension_cls:v'),
     },
     '0.18.0': {
-        'source': ('vllm-0.18.0.tar.gz from PyPI (https://pypi.org/project/vllm/0.18.0/), sha256 '
+        'source': (
+            'vllm-0.18.0.tar.gz from PyPI (https://pypi.org/project/vllm/0.18.0/), sha256 '
             '9a1bee091db8dbb4664a2a09cd9c61912e9912a44af1ce12b8593a231d05971c; only the files '
             'tools/vllm_release_facts.py reads are kept.'),
         'config': {
@@ -744,7 +771,8 @@ RELEASES = {
             'config_first': 'works',
             'config_after_option': 'works',
         },
-        'options': ('additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
+        'options': (
+            'additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
             'allow_deprecated_quantization:b allowed_headers:j allowed_local_media_path:v '
             'allowed_media_domains:l allowed_methods:j allowed_origins:j api_key:l api_server_count:v '
             'async_scheduling:b attention_backend:v attention_config:j block_size:v calculate_kv_scales:b '
@@ -801,7 +829,8 @@ RELEASES = {
             'worker_extension_cls:v'),
     },
     '0.20.2': {
-        'source': ('vllm-0.20.2.tar.gz from PyPI (https://pypi.org/project/vllm/0.20.2/), sha256 '
+        'source': (
+            'vllm-0.20.2.tar.gz from PyPI (https://pypi.org/project/vllm/0.20.2/), sha256 '
             '58809377798c5335c6e2fe30092abda54d9200b5b8a717b3735a63f5daa0e383; only the files '
             'tools/vllm_release_facts.py reads are kept.'),
         'config': {
@@ -813,7 +842,8 @@ RELEASES = {
             'config_first': 'works',
             'config_after_option': 'works',
         },
-        'options': ('additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
+        'options': (
+            'additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
             'allow_deprecated_quantization:b allowed_headers:j allowed_local_media_path:v '
             'allowed_media_domains:l allowed_methods:j allowed_origins:j api_key:l api_server_count:v '
             'async_scheduling:b attention_backend:v attention_config:j block_size:v calculate_kv_scales:b '
@@ -873,7 +903,8 @@ RELEASES = {
             'worker_cls:v worker_extension_cls:v'),
     },
     '0.22.1': {
-        'source': ('vllm-0.22.1.tar.gz from PyPI (https://pypi.org/project/vllm/0.22.1/), sha256 '
+        'source': (
+            'vllm-0.22.1.tar.gz from PyPI (https://pypi.org/project/vllm/0.22.1/), sha256 '
             'cd34902729f3767e3dfbb391956b2986bc638a54be9893e78bda9cc55669f15c; only the files '
             'tools/vllm_release_facts.py reads are kept.'),
         'config': {
@@ -885,7 +916,8 @@ RELEASES = {
             'config_first': 'works',
             'config_after_option': 'works',
         },
-        'options': ('additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
+        'options': (
+            'additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
             'allow_deprecated_quantization:b allowed_headers:j allowed_local_media_path:v '
             'allowed_media_domains:l allowed_methods:j allowed_origins:j api_key:l api_server_count:v '
             'async_scheduling:b attention_backend:v attention_config:j block_size:v calculate_kv_scales:b '
@@ -952,7 +984,8 @@ RELEASES = {
             'worker_extension_cls:v'),
     },
     '0.23.0': {
-        'source': ('vllm-0.23.0.tar.gz from PyPI (https://pypi.org/project/vllm/0.23.0/), sha256 '
+        'source': (
+            'vllm-0.23.0.tar.gz from PyPI (https://pypi.org/project/vllm/0.23.0/), sha256 '
             '760269db3d9611e12e524681df1bca0977d5d2f5fcb4481cc34d33efc4ae7ff5; only the files '
             'tools/vllm_release_facts.py reads are kept.'),
         'config': {
@@ -964,7 +997,8 @@ RELEASES = {
             'config_first': 'works',
             'config_after_option': 'works',
         },
-        'options': ('additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
+        'options': (
+            'additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
             'allow_deprecated_quantization:b allowed_headers:j allowed_local_media_path:v '
             'allowed_media_domains:l allowed_methods:j allowed_origins:j api_key:l api_server_count:v '
             'async_scheduling:b attention_backend:v attention_config:j block_size:v calculate_kv_scales:b '
@@ -1031,7 +1065,8 @@ RELEASES = {
             'worker_extension_cls:v'),
     },
     '0.32.0': {
-        'source': ('vllm-0.32.0.tar.gz from PyPI (https://pypi.org/project/vllm/0.32.0/), sha256 '
+        'source': (
+            'vllm-0.32.0.tar.gz from PyPI (https://pypi.org/project/vllm/0.32.0/), sha256 '
             'd2c957d5eee3d0985012151315ddc62cbe0cd368fc96a5fc3510438d9dddf2ad; only the files '
             'tools/vllm_release_facts.py reads are kept.'),
         'config': {
@@ -1043,7 +1078,8 @@ RELEASES = {
             'config_first': 'works',
             'config_after_option': 'works',
         },
-        'options': ('additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
+        'options': (
+            'additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
             'allow_deprecated_quantization:b allowed_headers:j allowed_local_media_path:v '
             'allowed_media_domains:l allowed_methods:j allowed_origins:j anthropic_disabled_thinking_effort:v '
             'api_key:l api_server_count:v async_scheduling:b attention_backend:v attention_config:j '

@@ -49,7 +49,7 @@ notes:
   - An NPU counts as unhealthy when its health is V(Warning), V(Alarm) or V(Critical) (as the driver counts it),
     or when its detail query says C(Invalid card id.).
   - When npu-smi cannot initialise DCMI the module looks up the processes that hold C(/dev/davinci*) (read from
-    C(/proc)): C(dcmi model initialized failed, because the device is used. ret is -8020) is C(kind=device_in_use),
+    C(/proc)). C(dcmi model initialized failed, because the device is used. ret is -8020) is C(kind=device_in_use),
     a C(-8005) while such holders exist is C(kind=device_held); both are fixed by stopping the holder, not by a
     reboot. A C(-8005) without holders is C(kind=dcmi_init).
 seealso:

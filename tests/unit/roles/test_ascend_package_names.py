@@ -79,10 +79,8 @@ def test_cann_names(version, arch, kernels):
 def test_offline_bundle_names(version, kernels):
     with open(os.path.join(ROOT, "roles", "offline_bundle", "vars", "main.yml")) as handle:
         data = yaml.safe_load(handle)
-    templar = _templar(dict(_trusted(data), _offline_bundle_cann=version,
-                                                          offline_bundle_npu_type="910b",
-                                                          offline_bundle_driver_version="25.2.0",
-                                                          offline_bundle_firmware_version="7.7.0.1.231"))
+    templar = _templar(dict(_trusted(data), _offline_bundle_cann=version, offline_bundle_npu_type="910b",
+                            offline_bundle_driver_version="25.2.0", offline_bundle_firmware_version="7.7.0.1.231"))
     names = templar.template(trust_as_template("{{ _offline_bundle_huawei_expected }}"))
     assert names[2:] == ["Ascend-cann-toolkit_%s_linux-aarch64.run" % version, kernels,
                          "Ascend-cann-nnal_%s_linux-aarch64.run" % version]

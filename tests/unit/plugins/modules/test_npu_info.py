@@ -121,8 +121,8 @@ def test_910b4_free_hbm_and_ids(module_env):
     assert res["hbm_free_mb"] == 4 * 32768 - (29096 + 29095 + 29096 + 29096)
     assert [p["pid"] for p in res["processes"]] == [498807, 499212, 499213, 499214]
     assert "ansible_facts" not in res
-    assert [c[1:] for c in calls[1:3]] == [["info", "-t", "board", "-i", "4"],
-                                          ["info", "-t", "health", "-i", "4", "-c", "0"]]
+    assert [c[1:] for c in calls[1:3]] == [
+        ["info", "-t", "board", "-i", "4"], ["info", "-t", "health", "-i", "4", "-c", "0"]]
     assert [c[5] for c in calls[1:]] == ["4", "4", "5", "5", "6", "6", "7", "7"]
 
 
