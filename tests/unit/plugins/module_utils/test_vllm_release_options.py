@@ -29,8 +29,8 @@ def _load(name, path):
 
 
 facts_tool = _load("vllm_release_facts", os.path.join(ROOT, "tools", "vllm_release_facts.py"))
-validate_script = _load("vllm_validate_config", os.path.join(ROOT, "roles", "vllm_service", "files",
-                                                            "validate_config.py"))
+validate_script = _load("vllm_validate_config",
+                        os.path.join(ROOT, "roles", "vllm_service", "files", "validate_config.py"))
 VERSIONS = facts_tool.fixture_versions()
 _FILES = {}
 
