@@ -18,6 +18,7 @@ paths relative to the bundle). The source is an HTTP(S) URL of the bundle root, 
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import http.client
 import json
@@ -110,6 +111,19 @@ def is_url(src):
     return str(src).lower().startswith(("http://", "https://"))
 
 
+def redact_url(url):
+    """``url`` with the credentials of its ``user:password@`` part replaced by ``***`` (for messages)."""
+    text = str(url)
+    try:
+        parts = urllib.parse.urlsplit(text)
+    except ValueError:
+        return text
+    if "@" not in parts.netloc:
+        return text
+    host = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit((parts.scheme, "***@" + host, parts.path, parts.query, parts.fragment))
+
+
 def ssl_context(validate_certs=True, ca_path=None):
     if not validate_certs:
         ctx = ssl.create_default_context()
@@ -123,19 +137,37 @@ class HttpSource:
     """The bundle behind an HTTP(S) URL; Range requests resume files."""
 
     def __init__(self, base, timeout=60, validate_certs=True, ca_path=None):
+        # user:password@ in the URL becomes an Authorization header (urllib would take it for the host) and never
+        # appears in a message
+        parts = urllib.parse.urlsplit(base)
+        self.auth = None
+        if "@" in parts.netloc:
+            userinfo, _, host = parts.netloc.rpartition("@")
+            self.auth = "Basic " + base64.b64encode(urllib.parse.unquote(userinfo).encode()).decode()
+            self.secrets = [s for s in (parts.username, parts.password, userinfo) if s]
+            base = urllib.parse.urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+        else:
+            self.secrets = []
         self.base = base.rstrip("/") + "/"
         self.timeout = timeout
         self.opener = urllib.request.build_opener(
             urllib.request.HTTPSHandler(context=ssl_context(validate_certs, ca_path)))
 
     def describe(self, rel):
-        return self.url(rel)
+        return self.public_url(rel)
+
+    def public_url(self, rel):
+        """The URL for messages: without the ``user:password@`` a bundle URL may carry."""
+        return redact_url(self.url(rel))
 
     def url(self, rel):
         return self.base + urllib.parse.quote(rel)
 
     def _request(self, rel, method="GET", headers=None):
-        req = urllib.request.Request(self.url(rel), method=method, headers=headers or {})
+        headers = dict(headers or {})
+        if self.auth:
+            headers["Authorization"] = self.auth
+        req = urllib.request.Request(self.url(rel), method=method, headers=headers)
         return self.opener.open(req, timeout=self.timeout)
 
     def read_text(self, rel):
@@ -143,9 +175,9 @@ class HttpSource:
             with self._request(rel) as resp:
                 return resp.read().decode("utf-8")
         except urllib.error.HTTPError as exc:
-            raise FetchError(f"{self.url(rel)}: HTTP {exc.code} {exc.reason}") from None
+            raise FetchError(f"{self.public_url(rel)}: HTTP {exc.code} {exc.reason}") from None
         except _NETWORK_ERRORS + (OSError,) as exc:
-            raise FetchError(f"{self.url(rel)}: {exc}") from None
+            raise FetchError(f"{self.public_url(rel)}: {exc}") from None
 
     def size(self, rel):
         """Bytes of ``rel`` from Content-Length of a HEAD, or None when the server does not say."""
@@ -154,13 +186,13 @@ class HttpSource:
                 length = resp.headers.get("Content-Length")
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
-                raise FetchError(f"{self.url(rel)}: HTTP 404, the bundle's server does not have this file "
+                raise FetchError(f"{self.public_url(rel)}: HTTP 404, the bundle's server does not have this file "
                                  "although MANIFEST.sha256 lists it; serve the whole bundle directory") from None
             if exc.code in (405, 501):
                 return None
-            raise FetchError(f"{self.url(rel)}: HTTP {exc.code} {exc.reason}") from None
+            raise FetchError(f"{self.public_url(rel)}: HTTP {exc.code} {exc.reason}") from None
         except _NETWORK_ERRORS as exc:
-            raise FetchError(f"{self.url(rel)}: {exc}") from None
+            raise FetchError(f"{self.public_url(rel)}: {exc}") from None
         return int(length) if length and length.isdigit() else None
 
     def open(self, rel, offset):
@@ -174,12 +206,12 @@ class HttpSource:
                 return None, offset
             if 500 <= exc.code < 600:
                 raise ConnectionError(f"HTTP {exc.code} {exc.reason}") from None
-            raise FetchError(f"{self.url(rel)}: HTTP {exc.code} {exc.reason}") from None
+            raise FetchError(f"{self.public_url(rel)}: HTTP {exc.code} {exc.reason}") from None
         if offset and resp.status == 206:
             m = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
             if not m or int(m.group(1)) != offset:
                 resp.close()
-                raise FetchError(f"{self.url(rel)}: asked for bytes {offset}- and got Content-Range "
+                raise FetchError(f"{self.public_url(rel)}: asked for bytes {offset}- and got Content-Range "
                                  f"{resp.headers.get('Content-Range')!r}")
             return resp, offset
         return resp, 0
@@ -226,7 +258,7 @@ def make_source(src, timeout=60, validate_certs=True, ca_path=None):
     if is_url(src):
         return HttpSource(src, timeout=timeout, validate_certs=validate_certs, ca_path=ca_path)
     if not os.path.isdir(src):
-        raise FetchError(f"src={src} is neither an http(s):// URL nor a directory on this node")
+        raise FetchError(f"src={redact_url(src)} is neither an http(s):// URL nor a directory on this node")
     return DirSource(src)
 
 

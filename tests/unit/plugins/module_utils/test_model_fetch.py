@@ -474,3 +474,38 @@ def test_model_paths_lists_every_directory_once(tmp_path):
     dirs, files = mf.model_paths(dest, ["a.json", "sub/x/y.bin", "sub/z.bin"])
     assert dirs == [dest, f"{dest}/sub", f"{dest}/sub/x"]
     assert files == [f"{dest}/a.json", f"{dest}/sub/x/y.bin", f"{dest}/sub/z.bin"]
+
+
+# --------------------------------------------------------------------------- credentials in the bundle URL
+
+
+def test_redact_url_hides_user_and_password():
+    assert mf.redact_url("http://ops:s3cr@t@bundle:8080/b/") == "http://***@bundle:8080/b/"
+    assert mf.redact_url("https://token@bundle/b/x?y=1") == "https://***@bundle/b/x?y=1"
+    assert mf.redact_url("http://bundle/b/") == "http://bundle/b/"
+    assert mf.redact_url("/mnt/bundle") == "/mnt/bundle"
+
+
+def test_credentials_in_the_url_authenticate_and_never_reach_a_message(server, tmp_path):
+    make_bundle(server.root, model_files())
+    os.unlink(os.path.join(server.root, "models", MODEL, "tokenizer.json"))
+    seen = []
+    original = RangeHandler.do_GET
+
+    def recording_get(handler):
+        seen.append(handler.headers.get("Authorization"))
+        original(handler)
+
+    RangeHandler.do_GET = recording_get
+    try:
+        src = server.url.replace("http://", "http://ops:p%40ss@word@")
+        with pytest.raises(mf.FetchError) as exc:
+            mf.fetch_model(str(tmp_path / "dest"), MODEL, src=src)
+    finally:
+        RangeHandler.do_GET = original
+    message = str(exc.value)
+    assert "HTTP 404" in message and "tokenizer.json" in message
+    assert "p%40ss" not in message and "p@ss" not in message and "word@" not in message and "ops" not in message
+    # the server saw HTTP Basic credentials (ops : p@ss@word), not a host named after them
+    import base64
+    assert seen and seen[0] == "Basic " + base64.b64encode(b"ops:p@ss@word").decode()
