@@ -336,13 +336,24 @@ REDACTED = "<redacted>"
 _SECRET_SEGMENTS = frozenset(("token", "secret", "password", "passwd", "passphrase", "credential", "credentials",
                               "authorization", "apikey"))
 _SECRET_PAIRS = frozenset((("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key")))
-_KEY = r"[A-Za-z0-9_.-]+"
-_ENV_RE = re.compile(r"^(?P<pre>\s*(?:export\s+)?(?:-\s+)?[\"']?(?P<key>" + _KEY + r")[\"']?\s*[=:]\s*)"
-                     r"(?P<val>\S.*?)\s*$", re.MULTILINE)
-_OPT_RE = re.compile(r"(?P<pre>--(?P<key>[A-Za-z0-9-]+)(?:=|\s+))(?P<val>[^\s\"']+)")
-_BEARER_RE = re.compile(r"(?P<pre>\bBearer\s+)(?P<val>[A-Za-z0-9._~+/=-]+)", re.IGNORECASE)
-_HF_RE = re.compile(r"\bhf_[A-Za-z0-9]{20,}\b")
-_URL_RE = re.compile(r"(?P<pre>[a-z][a-z0-9+.-]*://[^/\s:@]+:)(?P<val>[^@\s/]+)(?=@)", re.IGNORECASE)
+# Every pattern below starts only where a run of its first characters starts (a look-behind), so the engine never
+# rescans a long token from each of its positions: time grows with the length of the text, not its square.
+# "key = value" / "key: value" / "'key': value" / '"key": value' anywhere in a line (the value is read apart).
+_KV_RE = re.compile(r"(?<![A-Za-z0-9_.-])(?P<q>[\"']?)(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)(?P=q)[ \t]*[=:][ \t]*")
+# "--api-key value" / "--api-key=value"
+_OPT_RE = re.compile(r"(?<![A-Za-z0-9-])--(?P<key>[A-Za-z0-9][A-Za-z0-9-]*)(?:=|[ \t]+)")
+# the value after one of them: an HTTP auth scheme is kept, the credential after it is not
+_VALUE_RE = re.compile(r"(?P<scheme>(?:[Bb]asic|[Bb]earer|[Dd]igest|[Tt]oken|[Nn]egotiate)[ \t]+)?"
+                       r"(?P<val>\"[^\"\n]{0,512}\"|'[^'\n]{0,512}'|\[[^\]\n]{0,512}\]|[^\s,;}\]\"']+)")
+# a key alone at the start of its line (env files, YAML): the whole rest of the line is its value
+_LINE_START_RE = re.compile(r"[ \t]*(?:export[ \t]+|-[ \t]+)?[\"']?\Z")
+_BLOCK_RE = re.compile(r"^(?P<indent>[ \t]*)(?:-[ \t]+)?[\"']?(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)[\"']?[ \t]*:[ \t]*"
+                       r"[|>][-+0-9]*[ \t]*(?:#.*)?$")
+_INDICATOR_RE = re.compile(r"[|>][-+0-9]*[ \t]*(?:#[^\n]*)?(?:\n|\Z)")
+_BEARER_RE = re.compile(r"(?P<pre>\bBearer[ \t]+)(?P<val>[A-Za-z0-9._~+/=-]+)", re.IGNORECASE)
+_HF_RE = re.compile(r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{20,}(?![A-Za-z0-9_])")
+# scheme://userinfo@host: the userinfo runs to the last "@" before the path (a password may hold an "@")
+_URL_RE = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://(?P<userinfo>[^\s/?#\"'<>]*)@")
 
 
 def is_secret_key(key):
@@ -354,29 +365,92 @@ def is_secret_key(key):
 
 
 def redact(text):
-    """Remove secrets from configuration or log text.
+    """Remove secrets from configuration or log text, in time linear in its length.
 
-    Values of keys and options named like a token, a password, an API key or a credential (``KEY=v``,
-    ``key: v``, ``--api-key v``), bearer tokens, Hugging Face tokens and passwords in URLs become ``<redacted>``.
+    Values of keys and options named like a token, a password, an API key or a credential become ``<redacted>``:
+    ``KEY=v``, ``key: v``, ``export KEY="v"``, ``Environment=VLLM_API_KEY=v``, ``-e VLLM_API_KEY=v``,
+    ``--api-key v``, ``--api-key "v"``, ``{"api_key": "v"}``, vLLM's ``'api_key': ['v']``, ``Authorization: Basic v``,
+    a YAML block scalar after ``api_key: |``; also bearer tokens, Hugging Face tokens and the credentials of URLs
+    (``https://user:<redacted>@host``, ``https://<redacted>@host``).
     """
     if text is None:
         return None
     if not isinstance(text, str):
         raise DiagnoseError(f"redact takes text, got {type(text).__name__}")
+    spans = []
 
-    def env(m):
-        if not is_secret_key(m.group("key")):
-            return m.group(0)
-        val = m.group("val")
-        quote = val[0] if len(val) > 1 and val[:1] in ("'", '"') and val[-1:] == val[:1] else ""
-        return m.group("pre") + quote + REDACTED + quote
+    def value_span(pos, whole_line):
+        """Marks the value at ``pos``; returns where it ends (a later key inside it is part of it)."""
+        m = _VALUE_RE.match(text, pos)
+        if not m:
+            return pos
+        start, end = m.span("val")
+        if _INDICATOR_RE.match(text, start):      # "key: |" : the block's lines are _block_scalar_spans'
+            return pos
+        if text[start] in "\"'[":
+            start, end = start + 1, end - 1
+        elif whole_line and not m.group("scheme"):
+            eol = text.find("\n", pos)
+            end = len(text) if eol < 0 else eol
+            while end > start and text[end - 1] in " \t\r":
+                end -= 1
+        if end > start:
+            spans.append((start, end))
+        return max(end, pos)
 
-    def opt(m):
-        return m.group("pre") + REDACTED if is_secret_key(m.group("key")) else m.group(0)
+    # Each loop skips the keys inside a value it has already marked, so no value is read twice.
+    line_start, scanned, first_line, covered = 0, 0, -1, 0
+    for m in _KV_RE.finditer(text):
+        newline = text.rfind("\n", scanned, m.start())   # each character is scanned once
+        if newline >= 0:
+            line_start = newline + 1
+        scanned = m.start()
+        first_on_line, first_line = line_start != first_line, line_start
+        if m.start() >= covered and is_secret_key(m.group("key")):
+            whole = first_on_line and bool(_LINE_START_RE.match(text, line_start, m.start() + len(m.group("q"))))
+            covered = value_span(m.end(), whole)
+    covered = 0
+    for m in _OPT_RE.finditer(text):
+        if m.start() >= covered and is_secret_key(m.group("key")):
+            covered = value_span(m.end(), False)
+    for m in _BEARER_RE.finditer(text):
+        spans.append(m.span("val"))
+    for m in _HF_RE.finditer(text):
+        spans.append((m.start() + 3, m.end()))
+    for m in _URL_RE.finditer(text):
+        start, end = m.span("userinfo")
+        colon = text.find(":", start, end)
+        spans.append((colon + 1 if colon >= 0 else start, end))
+    spans.extend(_block_scalar_spans(text))
+    if not spans:
+        return text
+    out, last = [], 0
+    for start, end in sorted(spans):
+        if end <= last:
+            continue
+        start = max(start, last)
+        out.append(text[last:start])
+        out.append(REDACTED)
+        last = end
+    out.append(text[last:])
+    return "".join(out)
 
-    text = _ENV_RE.sub(env, text)
-    text = _OPT_RE.sub(opt, text)
-    text = _BEARER_RE.sub(lambda m: m.group("pre") + REDACTED, text)
-    text = _HF_RE.sub("hf_" + REDACTED, text)
-    text = _URL_RE.sub(lambda m: m.group("pre") + REDACTED, text)
-    return text
+
+def _block_scalar_spans(text):
+    """The lines of a YAML block scalar (``api_key: |``) under a secret key."""
+    spans, pos, owner_indent = [], 0, None
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        indent = len(body) - len(body.lstrip(" \t"))
+        if owner_indent is not None:
+            if not body.strip() or indent > owner_indent:
+                if body.strip():
+                    spans.append((pos + indent, pos + len(body)))
+                pos += len(line)
+                continue
+            owner_indent = None
+        m = _BLOCK_RE.match(body)
+        if m and is_secret_key(m.group("key")):
+            owner_indent = len(m.group("indent"))
+        pos += len(line)
+    return spans

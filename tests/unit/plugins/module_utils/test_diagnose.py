@@ -256,3 +256,40 @@ def test_dcmi_8005_is_not_read_as_a_pending_reboot():
     assert "fuser -v /dev/davinci*" in finding["remediation"]
     (used,) = match({"npu-smi info": "dcmi model initialized failed, because the device is used. ret is -8020\n"})
     assert used["id"] == "dcmi_device_in_use" and "stop it" in used["remediation"]
+
+
+@pytest.mark.parametrize("text, secret, keep", [
+    ('ExecStart=/v/bin/vllm serve /m --api-key "s3cr3t-1" --port 8000', "s3cr3t-1", '--api-key "<redacted>" --port'),
+    ("vllm serve /m --api-key='s3cr3t-2'", "s3cr3t-2", "--api-key='<redacted>'"),
+    ('{"api_key": "s3cr3t-3", "port": 8000}', "s3cr3t-3", '"port": 8000'),
+    ("Environment=VLLM_API_KEY=s3cr3t-4", "s3cr3t-4", "Environment=VLLM_API_KEY=<redacted>"),
+    ('Environment="VLLM_API_KEY=s3cr3t-5" "HCCL_BUFFSIZE=200"', "s3cr3t-5", '"HCCL_BUFFSIZE=200"'),
+    ("docker run -e VLLM_API_KEY=s3cr3t-6 --net=host img", "s3cr3t-6", "--net=host img"),
+    ("curl -H 'Authorization: Basic czNjcjN0LTc=' http://x", "czNjcjN0LTc=", "Authorization: Basic <redacted>'"),
+    ("git clone https://s3cr3t-8@git.example/r.git", "s3cr3t-8", "https://<redacted>@git.example/r.git"),
+    ("pip -i http://ops:p@ss-s3cr3t-9@mirror:8080/simple", "p@ss-s3cr3t-9", "http://ops:<redacted>@mirror:8080/simple"),
+    ("api_key: |\n  s3cr3t-10\n  more\nport: 8000\n", "s3cr3t-10", "port: 8000"),
+    ("INFO 12-03 08:00:00 [utils.py:233] non-default args: {'model': '/m', 'api_key': ['s3cr3t-11'], 'port': 8000}",
+     "s3cr3t-11", "'api_key': [<redacted>], 'port': 8000"),
+])
+def test_redact_the_forms_secrets_take(text, secret, keep):
+    out = redact(text)
+    assert secret not in out and keep in out
+    assert redact(out) == out
+
+
+def test_redact_block_scalar_stops_at_the_next_key():
+    out = redact("hf_token: >-\n    s3cr3t-a\n    s3cr3t-b\n\nmodel: /m\n").splitlines()
+    assert out == ["hf_token: >-", "    <redacted>", "    <redacted>", "", "model: /m"]
+
+
+@pytest.mark.parametrize("hostile", [
+    "a" * 200_000, "-" * 200_000, "api_key=" * 25_000, "api_key=[" * 20_000, "x://" * 50_000,
+    "--api-key " * 20_000, "token: " * 28_000 + "\n", ("a=" * 100_000)[:200_000], "hf_" * 66_000,
+])
+def test_redact_is_linear_on_hostile_text(hostile):
+    import time
+    started = time.monotonic()
+    redact(hostile)
+    # a quadratic pattern takes minutes here (160 KB took 227 s before); a linear one well under a second
+    assert time.monotonic() - started < 5
