@@ -32,7 +32,9 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.vllm_options import 
 TARGETS = ("systemd", "kubernetes")
 DEFAULT_NPU_ALLOC_CONF = "expandable_segments:True"
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")   # used with fullmatch: "$" would also match before a final "\n"
+# Control characters (a newline above all) would add a line to the env file or the unit: KEY=x\nLD_PRELOAD=...
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _ALLOC_ITEM = re.compile(r"^(expandable_segments:(True|False)|max_split_size_mb:[0-9]+|"
                          r"garbage_collection_threshold:(0(\.[0-9]+)?|1(\.0+)?))$")
 # Variables that have their own input; setting them through ``hccl`` / ``extra`` would bypass its check.
@@ -54,7 +56,12 @@ def _scalar(name, value):
     if isinstance(value, bool):
         return "1" if value else "0"
     if isinstance(value, (int, float, str)):
-        return str(value)
+        text = str(value)
+        bad = _CONTROL.search(text)
+        if bad:
+            raise ServiceEnvError(f"{name}={value!r}: the value holds the control character {bad.group()!r} "
+                                  "(a newline would add a line to the environment file); give it on one line")
+        return text
     raise ServiceEnvError(f"{name}={value!r}: an environment value must be a string or a number, "
                           f"not {type(value).__name__}")
 
@@ -93,7 +100,7 @@ def npu_alloc_conf_value(conf):
 
 
 def _check_name(name, where):
-    if not isinstance(name, str) or not _ENV_NAME.match(name):
+    if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
         raise ServiceEnvError(f"{where}: {name!r} is not an environment variable name")
     if name in FAKE_ENV:
         raise ServiceEnvError(f"{where}: {name} is {FAKE_ENV[name]}")
