@@ -122,7 +122,13 @@ def cloudengine_config(policy=None, interfaces=(), domain="ascend_roce", dscp_ma
         interfaces = [interfaces]
     if not interfaces:
         raise RoceQosError("interfaces must list the switch ports facing the NPU NICs, e.g. ['400GE1/1/5:1']")
-    if not domain or any(c.isspace() for c in str(domain)):
+    # one word each: a newline or a space would add a command to the snippet pasted into the switch
+    bad = [port for port in interfaces if not isinstance(port, str) or not port or any(
+        c.isspace() or not c.isprintable() for c in port)]
+    if bad:
+        raise RoceQosError(f"interfaces {bad!r}: a switch port name is one word without spaces or control "
+                           "characters, e.g. '400GE1/1/5:1'")
+    if not domain or any(c.isspace() or not c.isprintable() for c in str(domain)):
         raise RoceQosError(f"diffserv domain name {domain!r} must be one word")
     phb = CLOUDENGINE_PHB[p["pfc_priority"]]
     title = (f"# RoCE QoS policy: PFC priority {p['pfc_priority']}, DSCP {p['dscp']} "

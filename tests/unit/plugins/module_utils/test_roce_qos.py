@@ -119,3 +119,14 @@ def test_consistency_takes_host_pfc_before_as_it_is():
     assert [(i["where"], i["setting"], i["observed"]) for i in issues] == [
         ("host_nic node2 ens1f0", "pfc", [3, 4]), ("host_nic node2 ens1f0", "dscp_prio[33]", None)]
     assert issues[0]["fix"] == "enable PFC on priority 4 only, with ascendai.vllm.host_pfc"
+
+
+@pytest.mark.parametrize("interfaces, domain", [
+    (["400GE1/1/5:1\nundo dcb pfc"], "ascend_roce"),
+    (["400GE1/1/5:1", "400GE1/1/6:1 "], "ascend_roce"),
+    (["400GE1/1/5:1"], "ascend\rroce"),
+    ([5], "ascend_roce"),
+])
+def test_cloudengine_snippet_refuses_names_that_add_commands(interfaces, domain):
+    with pytest.raises(roce_qos.RoceQosError):
+        roce_qos.cloudengine_config(None, interfaces, domain=domain)
