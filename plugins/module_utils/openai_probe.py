@@ -273,6 +273,9 @@ def stream_request(endpoint, payload, chat=False, clock=time.perf_counter):
         eof = False
         while not eof and not done:
             if clock() - start > endpoint.timeout:
+                if first is not None:   # it answers, but does not stop: not "no answer"
+                    raise ProbeError("timeout", f"the stream was still sending after timeout={endpoint.timeout:g}s "
+                                                f"({result['chunks']} chunks, no [DONE])")
                 raise socket.timeout()
             chunk = resp.read1(65536)
             now = clock()
@@ -317,8 +320,17 @@ def stream_request(endpoint, payload, chat=False, clock=time.perf_counter):
     finally:
         conn.close()
 
-    if usage is not None and isinstance(usage.get("completion_tokens"), int):
-        tokens, source = usage["completion_tokens"], "usage"
+    reported = usage.get("completion_tokens") if usage is not None else None
+    if isinstance(reported, int) and not isinstance(reported, bool):
+        limit = payload.get("max_tokens") if isinstance(payload, dict) else None
+        if reported < 0 or (isinstance(limit, int) and reported > limit):
+            result.update(ok=False, error_kind="protocol", text="".join(text)[:TEXT_KEEP],
+                          ttft_ms=round((first - start) * 1000.0, 3), e2e_ms=round((last - start) * 1000.0, 3),
+                          error=f"{endpoint.prefix + path}: usage.completion_tokens={reported} cannot be right "
+                                f"({result['chunks']} token chunks streamed, max_tokens={limit}); the server's "
+                                "usage report is wrong, so no tokens/s is computed")
+            return result
+        tokens, source = reported, "usage"
     else:
         tokens, source = result["chunks"], "chunks"
     # as vllm bench serve: the request ends with its last token chunk (the usage chunk and [DONE] follow at once)

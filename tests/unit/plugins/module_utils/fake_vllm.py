@@ -50,7 +50,7 @@ def usage_chunk(rid, model, obj, prompt_tokens, completion_tokens):
 class FakeVllm:
     """Behaviour switches (attributes, change them between requests):
 
-    behaviour: ok | http500 | malformed | stall | no_done | stream_error | empty_text | split
+    behaviour: ok | http500 | malformed | stall | endless | no_done | stream_error | empty_text | split
     first_token_delay / token_delay: seconds before the first token / between tokens
     health_status: status of GET /health; served: names listed by /v1/models; api_key: required key
     """
@@ -62,6 +62,7 @@ class FakeVllm:
         self.first_token_delay = 0.0
         self.token_delay = 0.0
         self.health_status = 200
+        self.usage_tokens = None     # completion_tokens the usage chunk reports (None: the true count)
         self.bodies = []
         self.headers = []
         self.in_flight = 0
@@ -169,6 +170,11 @@ class FakeVllm:
                 if fake.behaviour == "stall":
                     fake.sleep(30)
                     return
+                if fake.behaviour == "endless":   # answers, and never stops (up to 30 s)
+                    for i in range(3000):
+                        self.chunk(f"data: {dumps(completion_chunk(rid, model, TOKENS[i % len(TOKENS)]))}\n\n".encode())
+                        fake.sleep(0.01)
+                    return
                 fake.sleep(fake.first_token_delay)
                 if chat:
                     messages.append(chat_chunk(rid, model, {"role": "assistant", "content": ""}, first=True))
@@ -181,7 +187,8 @@ class FakeVllm:
                         messages.append(completion_chunk(rid, model, text, finish))
                 if (req.get("stream_options") or {}).get("include_usage"):
                     obj = "chat.completion.chunk" if chat else "text_completion"
-                    messages.append(usage_chunk(rid, model, obj, 5, n))
+                    told = n if fake.usage_tokens is None else fake.usage_tokens
+                    messages.append(usage_chunk(rid, model, obj, 5, told))
                 wire = [f"data: {dumps(m)}\n\n".encode() for m in messages]
                 if fake.behaviour == "malformed":
                     wire.insert(2, b'data: {"id":"cmpl-x","object":"text_completion","choices":[{"text": "tru\n\n')

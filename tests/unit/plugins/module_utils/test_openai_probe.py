@@ -327,3 +327,27 @@ def test_served_model_ids_rejects_non_json():
     assert served_model_ids(b'{"object":"list","data":[{"id":"a"},{"id":"b"}]}') == ["a", "b"]
     with pytest.raises(ValueError, match="did not answer JSON"):
         served_model_ids(b"<html>")
+
+
+@pytest.mark.parametrize("reported", [-66366, 10 ** 33, 9])
+def test_impossible_usage_is_an_error_not_a_rate(server, reported):
+    server.usage_tokens = reported
+    res = stream_request(Endpoint(server.base_url, timeout=10), build_payload("tiny", "x", 8))
+    assert not res["ok"] and res["error_kind"] == "protocol"
+    assert f"usage.completion_tokens={reported}" in res["error"] and res["tokens_per_s"] is None
+
+
+def test_plausible_usage_is_used(server):
+    server.usage_tokens = 6
+    res = stream_request(Endpoint(server.base_url, timeout=10), build_payload("tiny", "x", 8))
+    assert res["ok"] and res["output_tokens"] == 6 and res["token_source"] == "usage"
+
+
+def test_stream_that_never_stops_is_not_no_answer(server):
+    server.behaviour = "endless"
+    started = time.monotonic()
+    res = stream_request(Endpoint(server.base_url, timeout=0.5), build_payload("tiny", "x", 4))
+    assert time.monotonic() - started < 5
+    assert not res["ok"] and res["error_kind"] == "timeout"
+    assert "still sending" in res["error"] and "no answer" not in res["error"]
+    assert res["ttft_ms"] is not None
