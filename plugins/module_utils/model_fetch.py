@@ -174,6 +174,9 @@ class HttpSource:
         try:
             with self._request(rel) as resp:
                 return resp.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FetchError(f"{self.public_url(rel)}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                             "MANIFEST.sha256 is sha256sum's output: rebuild it with the bundle's tools") from None
         except urllib.error.HTTPError as exc:
             raise FetchError(f"{self.public_url(rel)}: HTTP {exc.code} {exc.reason}") from None
         except _NETWORK_ERRORS + (OSError,) as exc:
@@ -230,6 +233,9 @@ class DirSource:
         try:
             with open(os.path.join(self.base, rel), "r", encoding="utf-8") as f:
                 return f.read()
+        except UnicodeDecodeError as exc:
+            raise FetchError(f"{os.path.join(self.base, rel)}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                             "MANIFEST.sha256 is sha256sum's output: rebuild it with the bundle's tools") from None
         except OSError as exc:
             raise FetchError(f"cannot read {os.path.join(self.base, rel)}: {exc}") from None
 
@@ -455,6 +461,8 @@ def download_file(source, item, dest, progress, stop, retries=3, chunk_bytes=CHU
             try:
                 if size is not None and offset == size:
                     stream, start = None, offset
+                    if not os.path.exists(part):       # a 0-byte file (an empty __init__.py): nothing to fetch
+                        open(part, "wb").close()
                 else:
                     stream, start = source.open(item["bundle_rel"], offset)
                 if stream is not None:
@@ -472,6 +480,10 @@ def download_file(source, item, dest, progress, stop, retries=3, chunk_bytes=CHU
                             block = stream.read(chunk_bytes)
                             if not block:
                                 break
+                            if size is not None and out.tell() + len(block) > size:
+                                raise FetchError(f"{where}: the server sends more than the {size} bytes it "
+                                                 "announced; nothing more is written (the free-space check "
+                                                 "counted that size). Check the bundle's server and the file")
                             out.write(block)
                             h.update(block)
                             progress.add(len(block))

@@ -57,6 +57,8 @@ class RangeHandler(http.server.BaseHTTPRequestHandler):
             self.send_error(404)
             return
         size = os.path.getsize(path)
+        grow = getattr(self.server, "grow", {}).get(rel, 0)   # GET sends this many bytes more than HEAD says
+        size += grow
         start = 0
         if rng and not self.server.ignore_range:
             start = int(re.match(r"bytes=(\d+)-$", rng).group(1))
@@ -79,7 +81,7 @@ class RangeHandler(http.server.BaseHTTPRequestHandler):
             time.sleep(self.server.delay)
             with open(path, "rb") as f:
                 f.seek(start)
-                body = f.read()
+                body = f.read() + b"\0" * grow
             cut = self.server.cut_after.pop(rel, None)
             hold = self.server.hold.pop(rel, None)
             if cut is not None:
@@ -509,3 +511,35 @@ def test_credentials_in_the_url_authenticate_and_never_reach_a_message(server, t
     # the server saw HTTP Basic credentials (ops : p@ss@word), not a host named after them
     import base64
     assert seen and seen[0] == "Basic " + base64.b64encode(b"ops:p@ss@word").decode()
+
+
+# --------------------------------------------------------------------------- broken and hostile bundles
+
+
+def test_an_empty_file_in_the_manifest_is_fetched(server, tmp_path):
+    files = dict(model_files(), **{"__init__.py": b""})
+    make_bundle(server.root, files)
+    out = mf.fetch_model(str(tmp_path / "dest"), MODEL, src=server.url)
+    assert read(str(tmp_path / "dest" / "__init__.py")) == b""
+    assert sorted(out["fetched"]) == sorted(files)
+
+
+def test_a_body_longer_than_announced_is_not_written(server, tmp_path):
+    make_bundle(server.root, model_files())
+    server.grow = {f"models/{MODEL}/model-00001-of-00002.safetensors": 5_000_000}
+    with pytest.raises(mf.FetchError) as exc:
+        mf.fetch_model(str(tmp_path / "dest"), MODEL, src=server.url)
+    assert "more than the 300000 bytes it announced" in str(exc.value)
+    part = tmp_path / "dest" / mf.STATE_DIR / "model-00001-of-00002.safetensors.part"
+    assert not part.exists() or part.stat().st_size <= 300_000
+
+
+@pytest.mark.parametrize("where", ["http", "dir"])
+def test_a_manifest_that_is_not_utf8_is_named(server, tmp_path, where):
+    root = server.root if where == "http" else str(tmp_path / "mnt")
+    make_bundle(root, model_files())
+    with open(os.path.join(root, mf.MANIFEST_NAME), "ab") as f:
+        f.write(b"\xff\xfe  models/tiny/x\n")
+    with pytest.raises(mf.FetchError) as exc:
+        mf.fetch_model(str(tmp_path / "dest"), MODEL, src=server.url if where == "http" else root)
+    assert "not UTF-8 text" in str(exc.value) and mf.MANIFEST_NAME in str(exc.value)
