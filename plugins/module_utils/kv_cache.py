@@ -39,8 +39,13 @@ budget (the CPU sandbox sets it through ``VLLM_CPU_KVCACHE_SPACE`` GiB; ``--kv-c
 from __future__ import annotations
 
 import json
+import math
 
 GIB = 1024 ** 3
+# Bounds on config.json integers: far above any real model (DeepSeek-V3: 61 layers, 256 experts, hidden 7168),
+# low enough that a hostile value cannot make the plan loop for hours.
+_MAX_LAYERS = 100_000
+_MAX_DIM = 10 ** 9
 
 DTYPE_BYTES = {
     "float16": 2, "half": 2, "fp16": 2, "bfloat16": 2, "bf16": 2,
@@ -65,7 +70,32 @@ def _need(config, name):
     value = config.get(name)
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise PlanError(f"config.json: {name} must be a positive integer, got {value!r}")
+    limit = _MAX_LAYERS if name == "num_hidden_layers" else _MAX_DIM
+    if value > limit:
+        raise PlanError(f"config.json: {name}={value} is beyond any real model (at most {limit})")
     return value
+
+
+def _cfg_int(config, *names, default=None, minimum=0):
+    """The first of ``names`` that config.json sets, as an integer in [minimum, 10**9]; ``default`` when none."""
+    name, value = names[0], None
+    for candidate in names:
+        if config.get(candidate) is not None:
+            name, value = candidate, config[candidate]
+            break
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= _MAX_DIM:
+        raise PlanError(f"config.json: {name} must be an integer from {minimum} to {_MAX_DIM}, got {value!r}")
+    return value
+
+
+def _head_dim(config, hidden, heads):
+    head_dim = _cfg_int(config, "head_dim", default=hidden // heads, minimum=1)
+    if head_dim < 1:
+        raise PlanError(f"config.json: hidden_size {hidden} is smaller than num_attention_heads {heads} and no "
+                        "head_dim is given; the config is not a model's")
+    return head_dim
 
 
 def load_config(config_json):
@@ -87,12 +117,12 @@ def is_mla(config):
 
 
 def _is_moe_layer(config, index):
-    experts = _get(config, "n_routed_experts", "num_local_experts", "num_experts")
+    experts = _cfg_int(config, "n_routed_experts", "num_local_experts", "num_experts", default=0)
     if not experts:
         return False
-    if index < int(config.get("first_k_dense_replace") or 0):
+    if index < _cfg_int(config, "first_k_dense_replace", default=0):
         return False
-    freq = int(_get(config, "moe_layer_freq", "decoder_sparse_step", default=1) or 1)
+    freq = _cfg_int(config, "moe_layer_freq", "decoder_sparse_step", default=1) or 1
     return index % freq == 0 if "moe_layer_freq" in config else (index + 1) % freq == 0
 
 
@@ -100,11 +130,11 @@ def _attention_params(config, tp):
     hidden = _need(config, "hidden_size")
     heads = _need(config, "num_attention_heads")
     if is_mla(config):
-        nope = int(config.get("qk_nope_head_dim") or 0)
-        rope = int(config.get("qk_rope_head_dim") or 0)
-        v_dim = int(config.get("v_head_dim") or nope)
-        kv_lora = int(config["kv_lora_rank"])
-        q_lora = config.get("q_lora_rank")
+        nope = _cfg_int(config, "qk_nope_head_dim", default=0)
+        rope = _cfg_int(config, "qk_rope_head_dim", default=0)
+        v_dim = _cfg_int(config, "v_head_dim", default=0) or nope
+        kv_lora = _cfg_int(config, "kv_lora_rank", minimum=1)
+        q_lora = _cfg_int(config, "q_lora_rank", default=0)
         if q_lora:
             replicated = hidden * q_lora + q_lora
             split = q_lora * heads * (nope + rope)
@@ -114,8 +144,8 @@ def _attention_params(config, tp):
         replicated += hidden * (kv_lora + rope) + kv_lora
         split += kv_lora * heads * (nope + v_dim) + heads * v_dim * hidden
         return replicated + split / tp
-    head_dim = int(_get(config, "head_dim", default=hidden // heads))
-    kv_heads = int(_get(config, "num_key_value_heads", default=heads))
+    head_dim = _head_dim(config, hidden, heads)
+    kv_heads = _cfg_int(config, "num_key_value_heads", default=heads, minimum=1)
     kv_per_rank = max(1.0, kv_heads / tp)
     q_o = 2 * hidden * heads * head_dim / tp
     k_v = 2 * hidden * kv_per_rank * head_dim
@@ -128,11 +158,13 @@ def _attention_params(config, tp):
 def _mlp_params(config, index, tp):
     hidden = config["hidden_size"]
     if not _is_moe_layer(config, index):
-        return 3 * hidden * int(_need(config, "intermediate_size")) / tp
-    experts = int(_get(config, "n_routed_experts", "num_local_experts", "num_experts"))
-    expert_inter = int(_get(config, "moe_intermediate_size", "intermediate_size"))
-    shared = int(config.get("n_shared_experts") or 0) * 3 * hidden * expert_inter
-    shared += 3 * hidden * int(config.get("shared_expert_intermediate_size") or 0)
+        return 3 * hidden * _need(config, "intermediate_size") / tp
+    experts = _cfg_int(config, "n_routed_experts", "num_local_experts", "num_experts", minimum=1)
+    expert_inter = _cfg_int(config, "moe_intermediate_size", "intermediate_size", minimum=1)
+    if expert_inter is None:
+        raise PlanError("config.json: a MoE config needs moe_intermediate_size (or intermediate_size)")
+    shared = _cfg_int(config, "n_shared_experts", default=0) * 3 * hidden * expert_inter
+    shared += 3 * hidden * _cfg_int(config, "shared_expert_intermediate_size", default=0)
     router = hidden * experts
     if config.get("topk_method") == "noaux_tc":
         router += experts
@@ -158,11 +190,12 @@ def kv_bytes_per_token(config, tp=1, kv_bytes=2):
     config = load_config(config)
     layers = _need(config, "num_hidden_layers")
     if is_mla(config):
-        return layers * (int(config["kv_lora_rank"]) + int(config.get("qk_rope_head_dim") or 0)) * kv_bytes
+        return layers * (_cfg_int(config, "kv_lora_rank", minimum=1)
+                         + _cfg_int(config, "qk_rope_head_dim", default=0)) * kv_bytes
     hidden = _need(config, "hidden_size")
     heads = _need(config, "num_attention_heads")
-    head_dim = int(_get(config, "head_dim", default=hidden // heads))
-    kv_heads = int(_get(config, "num_key_value_heads", default=heads))
+    head_dim = _head_dim(config, hidden, heads)
+    kv_heads = _cfg_int(config, "num_key_value_heads", default=heads, minimum=1)
     per_rank = max(1, kv_heads // tp) if kv_heads >= tp else 1
     return 2 * layers * per_rank * head_dim * kv_bytes
 
@@ -183,9 +216,10 @@ def _positive(name, value, kind=float, allow_none=False):
         return None
     try:
         number = kind(value)
-    except (TypeError, ValueError):
+        exact = kind is not int or number == float(value)
+    except (TypeError, ValueError, OverflowError):
         raise PlanError(f"{name} must be a positive number, got {value!r}") from None
-    if isinstance(value, bool) or number <= 0 or (kind is int and number != float(value)):
+    if isinstance(value, bool) or not math.isfinite(float(number)) or number <= 0 or not exact:
         raise PlanError(f"{name} must be a positive {'integer' if kind is int else 'number'}, got {value!r}")
     return number
 
@@ -201,7 +235,7 @@ def plan(config_json, dtype="auto", tensor_parallel_size=1, hbm_gib_per_npu=None
     util = _positive("gpu_memory_utilization", gpu_memory_utilization)
     if util > 1:
         raise PlanError(f"gpu_memory_utilization is a fraction of NPU memory (0-1], got {gpu_memory_utilization!r}")
-    reserved = float(reserved_gib or 0) * GIB
+    reserved = (_positive("reserved_gib", reserved_gib) if reserved_gib else 0.0) * GIB
     if kv_cache_bytes is None and hbm_gib_per_npu is None:
         raise PlanError("give hbm_gib_per_npu (64 on 910B1/B2/B3, 32 on 910B4) or an explicit kv_cache_bytes")
 
@@ -220,7 +254,7 @@ def plan(config_json, dtype="auto", tensor_parallel_size=1, hbm_gib_per_npu=None
     if heads % tp:
         warnings.append(f"tensor_parallel_size {tp} does not divide num_attention_heads {heads}; vLLM refuses "
                         "such a split")
-    weight_bytes = (float(weight_bytes_per_param) if weight_bytes_per_param is not None
+    weight_bytes = (_positive("weight_bytes_per_param", weight_bytes_per_param) if weight_bytes_per_param is not None
                     else _dtype_bytes(dtype, config, "dtype"))
     if config.get("quantization_config") and weight_bytes_per_param is None:
         warnings.append("config.json has a quantization_config: weights were counted at dtype size; pass "
@@ -237,7 +271,7 @@ def plan(config_json, dtype="auto", tensor_parallel_size=1, hbm_gib_per_npu=None
         kv_budget = int(_positive("kv_cache_bytes", kv_cache_bytes))
         weights_fit = True
         if hbm_gib_per_npu is not None:
-            budget = float(hbm_gib_per_npu) * GIB * util
+            budget = _positive("hbm_gib_per_npu", hbm_gib_per_npu) * GIB * util
             weights_fit = weight_bytes_per_npu + reserved <= budget
     else:
         budget = _positive("hbm_gib_per_npu", hbm_gib_per_npu) * GIB * util

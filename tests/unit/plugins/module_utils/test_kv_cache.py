@@ -7,6 +7,8 @@ import os
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from ansible_collections.ascendai.vllm.plugins.module_utils import kv_cache as kc
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "kv_cache")
@@ -160,3 +162,53 @@ def test_warns_on_tp_heads_and_length():
     text = " ".join(plan["warnings"])
     assert "does not divide num_attention_heads 64" in text
     assert "exceeds the model's max_position_embeddings 4096" in text
+
+
+# --------------------------------------------------------------------------- hostile input (issue 17)
+
+DENSE = {"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+         "intermediate_size": 512, "vocab_size": 512, "max_position_embeddings": 4096}
+
+
+@pytest.mark.parametrize("change", [
+    {"num_hidden_layers": 10 ** 8}, {"head_dim": 0}, {"hidden_size": 2, "num_attention_heads": 4},
+    {"head_dim": -64}, {"head_dim": "64"}, {"num_key_value_heads": 1.5}, {"hidden_size": True},
+    {"kv_lora_rank": -1}, {"n_routed_experts": 8, "moe_intermediate_size": "x"}, {"vocab_size": 10 ** 30},
+])
+def test_hostile_config_is_a_plan_error(change):
+    with pytest.raises(kc.PlanError):
+        kc.plan(dict(DENSE, **change), hbm_gib_per_npu=64)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"reserved_gib": -5}, {"reserved_gib": float("nan")}, {"gpu_memory_utilization": float("nan")},
+    {"max_model_len": float("inf")}, {"max_model_len": "4096x"}, {"hbm_gib_per_npu": float("inf")},
+    {"weight_bytes_per_param": -1}, {"tensor_parallel_size": 2.9},
+])
+def test_hostile_numbers_are_a_plan_error(kwargs):
+    with pytest.raises(kc.PlanError):
+        kc.plan(DENSE, **dict({"hbm_gib_per_npu": 64}, **kwargs))
+
+
+_scalars = st.one_of(st.none(), st.booleans(), st.integers(-10 ** 12, 10 ** 12), st.floats(allow_nan=True),
+                     st.text(max_size=5), st.lists(st.integers(), max_size=2))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(sorted(DENSE) + ["head_dim", "kv_lora_rank", "qk_rope_head_dim",
+                                                        "n_routed_experts", "moe_intermediate_size",
+                                                        "first_k_dense_replace", "moe_layer_freq",
+                                                        "q_lora_rank", "n_shared_experts"]), _scalars, max_size=6),
+       st.dictionaries(st.sampled_from(["tensor_parallel_size", "reserved_gib", "max_model_len", "max_num_seqs",
+                                        "gpu_memory_utilization", "block_size"]), _scalars, max_size=3))
+def test_only_plan_errors_escape_and_counts_are_sane(change, kwargs):
+    import time
+    started = time.monotonic()
+    try:
+        out = kc.plan(dict(DENSE, **change), **dict({"hbm_gib_per_npu": 64}, **kwargs))
+    except kc.PlanError:
+        return
+    finally:
+        assert time.monotonic() - started < 2
+    assert out["kv_cache_tokens_per_npu"] >= 0 and out["kv_bytes_per_token_per_npu"] > 0
+    assert out["params_total"] > 0
