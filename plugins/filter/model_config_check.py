@@ -80,7 +80,9 @@ def model_config_check(config_json, tensor_parallel_size=1, supported_architectu
     """See DOCUMENTATION."""
     try:
         tp = int(tensor_parallel_size)
-    except (TypeError, ValueError):
+        if isinstance(tensor_parallel_size, bool) or tp != float(tensor_parallel_size):   # 2.9 is not 2
+            raise ValueError(tensor_parallel_size)
+    except (TypeError, ValueError, OverflowError):
         raise AnsibleFilterError(f"model_config_check: tensor_parallel_size={tensor_parallel_size!r} is not an "
                                  "integer; pass the number of NPUs one instance uses, e.g. 4") from None
     if supported_architectures is not None and (isinstance(supported_architectures, str)

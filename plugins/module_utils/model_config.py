@@ -109,7 +109,7 @@ def check_model_config(config_json, tensor_parallel_size=1, supported_architectu
         attention = "mha" if kv_heads == heads else ("mqa" if kv_heads == 1 else "gqa")
     if heads and heads % tp:
         problems.append(f"num_attention_heads={heads} is not divisible by tensor_parallel_size={tp}; choose a "
-                        f"tensor-parallel size among {[d for d in range(1, heads + 1) if heads % d == 0 and d <= 64]}")
+                        f"tensor-parallel size among {[d for d in range(1, min(heads, 64) + 1) if heads % d == 0]}")
     if kv_heads and not mla and tp > 1:
         if kv_heads >= tp and kv_heads % tp:
             problems.append(f"num_key_value_heads={kv_heads} is not divisible by tensor_parallel_size={tp}; vLLM "

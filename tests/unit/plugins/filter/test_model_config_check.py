@@ -135,3 +135,18 @@ def test_a_config_passes_exactly_when_vllm_can_shard_it(heads, kv, tp, head_dim)
     shardable = heads % kv == 0 and heads % tp == 0 and (kv % tp == 0 if kv >= tp else tp % kv == 0)
     assert res["ok"] is shardable
     assert res["head_dim"] == head_dim
+
+
+@pytest.mark.parametrize("tp", [2.9, "2.5", True, float("inf")])
+def test_a_fractional_tensor_parallel_size_is_refused_not_truncated(tp):
+    with pytest.raises(AnsibleFilterError):
+        model_config_check(json.dumps(dict(TINY, num_attention_heads=4)), tensor_parallel_size=tp)
+
+
+def test_a_huge_head_count_answers_at_once():
+    import time
+    started = time.monotonic()
+    out = model_config_check(json.dumps(dict(TINY, num_attention_heads=10 ** 12 + 1, hidden_size=10 ** 12 + 1)),
+                             tensor_parallel_size=4)
+    assert time.monotonic() - started < 2
+    assert any("tensor-parallel size among [1]" in p for p in out["problems"])
