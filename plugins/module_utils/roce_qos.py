@@ -43,7 +43,9 @@ class RoceQosError(Exception):
 def _int(value, what, low, high):
     try:
         number = int(value)
-    except (TypeError, ValueError):
+        if number != float(value):          # 33.9 is not DSCP 33
+            raise ValueError(value)
+    except (TypeError, ValueError, OverflowError):
         raise RoceQosError(f"{what} {value!r} is not an integer") from None
     if isinstance(value, bool) or not low <= number <= high:
         raise RoceQosError(f"{what} {value!r} must be an integer {low}..{high}")

@@ -130,3 +130,9 @@ def test_consistency_takes_host_pfc_before_as_it_is():
 def test_cloudengine_snippet_refuses_names_that_add_commands(interfaces, domain):
     with pytest.raises(roce_qos.RoceQosError):
         roce_qos.cloudengine_config(None, interfaces, domain=domain)
+
+
+@pytest.mark.parametrize("policy", [{"dscp": 33.9}, {"pfc_priority": 4.5}, {"dscp": float("inf")}, {"dscp": "33x"}])
+def test_policy_numbers_are_not_truncated(policy):
+    with pytest.raises(RoceQosError):
+        roce_qos.normalize_policy(policy)
