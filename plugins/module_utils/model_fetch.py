@@ -142,7 +142,7 @@ class HttpSource:
         parts = urllib.parse.urlsplit(base)
         self.auth = None
         if "@" in parts.netloc:
-            userinfo, _, host = parts.netloc.rpartition("@")
+            userinfo, host = parts.netloc.rsplit("@", 1)
             self.auth = "Basic " + base64.b64encode(urllib.parse.unquote(userinfo).encode()).decode()
             self.secrets = [s for s in (parts.username, parts.password, userinfo) if s]
             base = urllib.parse.urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))

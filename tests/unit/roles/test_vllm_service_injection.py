@@ -48,7 +48,7 @@ def test_start_script_quotes_a_hostile_script_path(tmp_path):
         ansible_managed="managed", vllm_service_name="vllm", vllm_service_env_scripts=[f"/x$(touch {marker})"],
         _vllm_service_python="/bin/true", vllm_service_entrypoint=["x"], vllm_service_port=8000,
         _vllm_service_config="/c.yaml")
-    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False)
     assert proc.returncode == 78
     assert not marker.exists(), "the start script ran a command from vllm_service_env_scripts"
     assert "$(touch" in proc.stderr
@@ -76,7 +76,7 @@ def test_preflight_refuses_control_characters(tmp_path, name, value):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
                ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
     proc = subprocess.run([PLAYBOOK, "-i", "localhost,", str(play), "-e", f"@{varfile}"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode != 0
     assert f"{name}=" in proc.stdout and "control character" in proc.stdout
     assert "Look for the vLLM venv" not in proc.stdout
