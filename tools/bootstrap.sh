@@ -19,9 +19,15 @@ else
   fi
   [[ -x .venv/bin/python ]] || "$PY" -m venv .venv
   log "installing the pinned toolchain into .venv (a few minutes the first time)"
-  .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v 'is ignored' || true
-  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt \
-    $( [[ -f requirements-test.txt ]] && echo -r requirements-test.txt ) 2>&1 | grep -v 'is ignored' || true
+  # pip's output is filtered (a site-wide pip.conf may name find-links folders this machine lacks: "... is
+  # ignored"), but its exit status is kept (pipefail: pip's, not the filter's).
+  pip_quiet() {
+    local rc=0
+    .venv/bin/python -m pip install -q --disable-pip-version-check "$@" 2>&1 | { grep -v 'is ignored' || true; } || rc=$?
+    [[ $rc -eq 0 ]] || { log "pip install $* failed (exit $rc): the venv is NOT marked up to date"; exit "$rc"; }
+  }
+  pip_quiet --upgrade pip
+  pip_quiet -r requirements-dev.txt $( [[ -f requirements-test.txt ]] && echo -r requirements-test.txt )
   .venv/bin/python -c 'import ansible, molecule, pytest, hypothesis' || { log "toolchain install failed"; exit 1; }
   echo "$want" > "$stamp"
 fi
