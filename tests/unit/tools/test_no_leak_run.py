@@ -1,0 +1,41 @@
+"""The -vvv no-leak check's key search (tests/tools/no_leak_run.py): it must find the key as text, inside any
+base64 stream (slurp output), and inside a diagnostics .tar.gz, and must not report clean files."""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+import sys
+import tarfile
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
+import no_leak_run
+
+KEY = "sk-noleak-0123456789abcdef0123456789abcdef"
+
+
+@pytest.mark.parametrize("prefix", [b"", b"a", b"ab", b"abc", b"VLLM_API_KEY=", b"x" * 100])
+@pytest.mark.parametrize("suffix", [b"", b"\n", b"\nnext line\n"])
+def test_finds_the_key_in_base64_at_every_alignment(tmp_path, prefix, suffix):
+    (tmp_path / "event.json").write_bytes(b'{"content": "%s"}' % base64.b64encode(prefix + KEY.encode() + suffix))
+    assert no_leak_run.find_key(str(tmp_path), no_leak_run.key_forms(KEY)) == [str(tmp_path / "event.json")]
+
+
+def test_finds_the_key_as_text_and_inside_an_archive(tmp_path):
+    (tmp_path / "stdout").write_text("ok: [node] => {\"api_key\": \"%s\"}\n" % KEY)
+    data = ("--api-key %s\n" % KEY).encode()
+    info = tarfile.TarInfo("node/ps.txt")
+    info.size = len(data)
+    with tarfile.open(tmp_path / "bundle.tar.gz", "w:gz") as archive:
+        archive.addfile(info, io.BytesIO(data))
+    found = no_leak_run.find_key(str(tmp_path), no_leak_run.key_forms(KEY))
+    assert sorted(found) == sorted([str(tmp_path / "stdout"), str(tmp_path / "bundle.tar.gz") + ":node/ps.txt"])
+
+
+def test_clean_files_and_a_redacted_key_are_not_reported(tmp_path):
+    (tmp_path / "stdout").write_text("VLLM_API_KEY=<redacted>\n" + "sk-noleak-0123456789abcdef" + "\n")
+    (tmp_path / "b64").write_bytes(base64.b64encode(b"VLLM_API_KEY=<redacted>\n"))
+    assert no_leak_run.find_key(str(tmp_path), no_leak_run.key_forms(KEY)) == []
