@@ -11,8 +11,8 @@ import math
 from xml.sax.saxutils import escape
 
 PROBE_KEYS = ("requests", "succeeded", "failed_requests", "error_rate", "errors_by_kind", "errors", "duration_s",
-              "output_tokens", "token_source", "output_tokens_per_s", "request_throughput", "ttft_ms", "e2e_ms",
-              "tpot_ms", "tokens_per_s", "model", "endpoint")
+              "output_tokens", "input_tokens", "input_len", "warmup_requests", "token_source", "output_tokens_per_s",
+              "request_throughput", "ttft_ms", "e2e_ms", "tpot_ms", "tokens_per_s", "model", "endpoint")
 # Scalars kept from the vllm bench serve result (lists such as ttfts/itls are reduced to the plot series).
 BENCH_KEYS = ("date", "backend", "model_id", "tokenizer_id", "num_prompts", "max_concurrency", "request_rate",
               "duration", "completed", "failed", "total_input_tokens", "total_output_tokens", "request_throughput",
@@ -20,6 +20,21 @@ BENCH_KEYS = ("date", "backend", "model_id", "tokenizer_id", "num_prompts", "max
 BENCH_METRICS = ("ttft", "tpot", "itl", "e2el")
 STAT_TO_BENCH = {"mean": "mean", "p50": "median", "p90": "p90", "p99": "p99"}
 DEFAULT_SLO = {"ttft_ms": 350.0, "tokens_per_s": 1200.0, "ttft_stat": "p90", "max_error_rate": 0.0}
+
+
+# Where each release writes what (result JSON of ``vllm bench serve --save-result``, vllm/benchmarks/serve.py):
+# - ``failed``: from vLLM 0.12.0 on (https://github.com/vllm-project/vllm/blob/v0.12.0/vllm/benchmarks/serve.py#L797-L800);
+#   0.8.4 to 0.11.x write only ``completed``
+#   (https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/benchmarks/serve.py#L717-L735).
+# - ``errors`` (one string per request, "" when it succeeded), ``ttfts``, ``itls``: with ``--save-detailed`` (0.9.1 on)
+#   or always (0.8.4 to 0.9.0, which have no --save-detailed).
+# - ``latencies`` (end-to-end seconds per request): only 0.32
+#   (https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/benchmarks/serve.py#L1280-L1302); older releases give
+#   ``ttft + sum(itl)``, which is the same number: the request function sets ``latency`` to the last chunk's time
+#   (https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/benchmarks/lib/endpoint_request_func.py#L185-L214).
+GAP_PCT = 10.0
+COMPARED = (("output_tokens_per_s", "output_throughput", "Output throughput (tokens/s)"),
+            ("request_throughput", "request_throughput", "Request throughput (req/s)"))
 
 
 class ReportError(ValueError):
@@ -61,6 +76,120 @@ def bench_metric(bench, metric, stat):
     """A statistic of a ``vllm bench serve`` metric in ms (``stat`` in mean, p50, p90, p99), or None."""
     key = f"{STAT_TO_BENCH[stat]}_{metric}_ms"
     return _num(bench.get(key))
+
+
+def bench_failed(bench):
+    """``(failed, how)``: the failed requests of a ``vllm bench serve`` result in every release's format.
+
+    ``failed`` (vLLM 0.12 on) as written; else the non-empty ``errors`` (per-request list, with --save-detailed);
+    else ``num_prompts - completed`` (0.11 and older without the details). ``(None, reason)`` when none of these.
+    """
+    failed = _num(bench.get("failed"))
+    if failed is not None:
+        return int(failed), "failed"
+    errors = bench.get("errors")
+    if isinstance(errors, list) and errors:
+        return sum(1 for e in errors if e), "errors"
+    completed, prompts = _num(bench.get("completed")), _num(bench.get("num_prompts"))
+    if completed is not None and prompts is not None and prompts >= completed:
+        return int(prompts - completed), "num_prompts - completed"
+    return None, "the result has no failed, errors or num_prompts"
+
+
+def bench_series(bench):
+    """Per-request points of a ``vllm bench serve`` result with details: ttft and end-to-end in ms, ok.
+
+    End-to-end is ``latencies`` (0.32) or ``ttft + sum(itls)`` (older releases; the same instant).
+    """
+    ttfts = bench.get("ttfts")
+    if not isinstance(ttfts, list) or not ttfts:
+        return []
+    latencies, itls, errors = bench.get("latencies"), bench.get("itls"), bench.get("errors")
+    out = []
+    for i, ttft in enumerate(ttfts):
+        ok = (not errors[i]) if isinstance(errors, list) and i < len(errors) else bool(_num(ttft))
+        ttft = _num(ttft)
+        e2e = None
+        if isinstance(latencies, list) and len(latencies) == len(ttfts):
+            e2e = _num(latencies[i])
+        elif isinstance(itls, list) and i < len(itls) and isinstance(itls[i], list) and ttft is not None:
+            gaps = [_num(g) for g in itls[i]]
+            e2e = None if None in gaps else ttft + sum(gaps)
+        out.append({"index": i, "ttft_ms": ttft * 1000.0 if ok and ttft else None,
+                    "e2e_ms": e2e * 1000.0 if ok and e2e else None, "ok": ok})
+    return out
+
+
+def _pct(probe_value, bench_value):
+    probe_value, bench_value = _num(probe_value), _num(bench_value)
+    if probe_value is None or not bench_value:
+        return None
+    return round((probe_value - bench_value) * 100.0 / bench_value, 1)
+
+
+def _per(total, count):
+    total, count = _num(total), _num(count)
+    return total / count if total is not None and count else None
+
+
+def compare(probe, bench, meta=None):
+    """The two tools side by side: ``{rows, gap, notes}``.
+
+    rows: ``{metric, probe, vllm_bench, diff_pct}`` with diff_pct = (probe - vllm bench) / vllm bench in %.
+    notes: the workload differences found that explain a gap (prompt or output tokens per request, request
+    count, concurrency, warm-up, failures, token counting); when the throughput differs by more than 10 % and
+    none is found, a note says that the cause is not known.
+    """
+    meta = meta or {}
+    rows = []
+    for pkey, bkey, label in COMPARED:
+        rows.append({"metric": label, "probe": _num(probe.get(pkey)), "vllm_bench": _num(bench.get(bkey)),
+                     "diff_pct": _pct(probe.get(pkey), bench.get(bkey))})
+    for stat in ("p50", "p90"):
+        pval = _num((probe.get("ttft_ms") or {}).get(stat))
+        bval = bench_metric(bench, "ttft", stat)
+        rows.append({"metric": f"TTFT {stat} (ms)", "probe": pval, "vllm_bench": bval, "diff_pct": _pct(pval, bval)})
+    pval, bval = _num((probe.get("tpot_ms") or {}).get("mean")), bench_metric(bench, "tpot", "mean")
+    rows.append({"metric": "TPOT mean (ms)", "probe": pval, "vllm_bench": bval, "diff_pct": _pct(pval, bval)})
+    notes = []
+    p_in = _per(probe.get("input_tokens"), probe.get("succeeded"))
+    b_in = _per(bench.get("total_input_tokens"), bench.get("completed"))
+    if probe.get("input_len") is None and b_in is not None:
+        notes.append("openai_probe sent its text prompt"
+                     + (f" ({p_in:.0f} tokens)" if p_in is not None else "")
+                     + f", vllm bench serve random prompts of {b_in:.0f} tokens: a longer prefill per request "
+                     "(set input_len on the probe for the same workload)")
+    elif p_in is not None and b_in is not None and abs(_pct(p_in, b_in) or 0) > 5:
+        notes.append(f"prompt tokens per request differ: openai_probe {p_in:.1f}, vllm bench serve {b_in:.1f} "
+                     "(vllm bench decodes random token ids to text and the server tokenizes that text again, "
+                     "which need not give the same number of tokens)")
+    p_out = _per(probe.get("output_tokens"), probe.get("succeeded"))
+    b_out = _per(bench.get("total_output_tokens"), bench.get("completed"))
+    if p_out is not None and b_out is not None and abs(_pct(p_out, b_out) or 0) > 5:
+        notes.append(f"output tokens per request differ: openai_probe {p_out:.1f}, vllm bench serve {b_out:.1f} "
+                     "(without ignore_eos a request stops at the end-of-sequence token)")
+    for label, pval, bval in (("requests", probe.get("requests"), bench.get("num_prompts")),
+                              ("concurrency", meta.get("concurrency"), bench.get("max_concurrency"))):
+        if _num(pval) is not None and _num(bval) is not None and _num(pval) != _num(bval):
+            notes.append(f"{label} differ: openai_probe {pval}, vllm bench serve {bval}")
+    pfail = _num(probe.get("failed_requests")) or 0
+    bfail, _how = bench_failed(bench)
+    if pfail or bfail:
+        notes.append(f"failed requests: openai_probe {pfail}, vllm bench serve {bfail}")
+    if probe.get("token_source") not in (None, "usage"):
+        notes.append("openai_probe counted one token per streamed chunk (the server sent no usage), vllm bench "
+                     "serve the usage's completion_tokens")
+    if meta.get("warmup (vllm bench)") is not None and _num(probe.get("warmup_requests")) is not None \
+            and _num(probe.get("warmup_requests")) != _num(meta.get("warmup (vllm bench)")):
+        notes.append(f"warm-up differs: openai_probe {probe.get('warmup_requests')} request(s), vllm bench serve "
+                     f"{meta.get('warmup (vllm bench)')}")
+    gap = rows[0]["diff_pct"]
+    big = gap is not None and abs(gap) > GAP_PCT
+    if big and not notes:
+        notes.append(f"the output throughput differs by {gap:+.1f} % on the same workload; the cause is not known "
+                     "(both count the whole run from the first request to the last token; rerun with more requests "
+                     "to see whether it holds)")
+    return {"rows": rows, "gap_pct": gap, "gap_over_limit": big, "notes": notes}
 
 
 def _check(source, slo_name, limit, measured, higher_is_better, label, unit):
@@ -123,8 +252,10 @@ def build_report(probe=None, bench=None, slo=None, meta=None):
             if any(v is not None for v in values.values()):
                 bench_out[f"{metric}_ms"] = values
         completed = _num(bench.get("completed")) or 0
-        failed = _num(bench.get("failed")) or 0
-        bench_out["error_rate"] = round(failed / (completed + failed), 4) if completed + failed else None
+        failed, how = bench_failed(bench)
+        bench_out["failed"], bench_out["failed_from"] = failed, how
+        total = completed + (failed or 0)
+        bench_out["error_rate"] = round(failed / total, 4) if failed is not None and total else None
         stat = slo["ttft_stat"]
         checks.append(_check("vllm_bench", "ttft_ms", slo["ttft_ms"], bench_metric(bench, "ttft", stat),
                              False, f"TTFT {stat}", "ms"))
@@ -132,16 +263,14 @@ def build_report(probe=None, bench=None, slo=None, meta=None):
                              True, "output throughput", "tokens/s"))
         checks.append(_check("vllm_bench", "error_rate", slo["max_error_rate"], bench_out["error_rate"],
                              False, "error rate", ""))
-        ttfts, latencies = bench.get("ttfts"), bench.get("latencies")
-        if isinstance(ttfts, list) and ttfts:
-            lat = latencies if isinstance(latencies, list) and len(latencies) == len(ttfts) else [None] * len(ttfts)
-            series["vllm_bench"] = [{"index": i, "ttft_ms": None if not _num(t) else _num(t) * 1000.0,
-                                     "e2e_ms": None if not _num(e) else _num(e) * 1000.0, "ok": bool(_num(t))}
-                                    for i, (t, e) in enumerate(zip(ttfts, lat))]
+        points = bench_series(bench)
+        if points:
+            series["vllm_bench"] = points
     checks = [c for c in checks if c is not None]
+    comparison = compare(probe, bench, meta) if probe is not None and bench is not None else None
     return {"meta": dict(meta or {}), "slo": slo, "slo_ok": all(c["ok"] for c in checks), "checks": checks,
             "violations": [c["message"] for c in checks if not c["ok"]], "probe": probe_out, "vllm_bench": bench_out,
-            "series": series}
+            "comparison": comparison, "series": series}
 
 
 def _fmt(value, digits=1):
@@ -177,6 +306,25 @@ def render_markdown(report, plot_file="latency.svg"):
             lines.append(f"| {c['source']} | {c['slo']} | {_fmt(c['limit'], 2)} | {_fmt(c['measured'], 2)} | "
                          f"{'ok' if c['ok'] else '**violated**'} |")
         lines.append("")
+    comparison = report.get("comparison")
+    if comparison:
+        gap = comparison.get("gap_pct")
+        lines += ["## The two tools side by side", "",
+                  "Difference: (openai_probe - vllm bench serve) / vllm bench serve.", "",
+                  "| Metric | openai_probe | vllm bench serve | Difference |", "|---|---:|---:|---:|"]
+        for row in comparison["rows"]:
+            diff = "n/a" if row["diff_pct"] is None else f"{row['diff_pct']:+.1f} %"
+            lines.append(f"| {row['metric']} | {_fmt(row['probe'], 2)} | {_fmt(row['vllm_bench'], 2)} | {diff} |")
+        lines.append("")
+        if gap is not None:
+            verdict = "differ by more than" if comparison["gap_over_limit"] else "agree within"
+            lines.append(f"Output throughput: the tools {verdict} {GAP_PCT:g} % ({gap:+.1f} %).")
+            lines.append("")
+        if comparison["notes"]:
+            lines += ["Why the figures can differ:", ""] + [f"- {note}" for note in comparison["notes"]] + [""]
+    if bench and bench.get("failed_from") not in (None, "failed"):
+        lines += [f"vllm bench serve's failed requests are counted from {bench['failed_from']} (this vLLM release's "
+                  "result has no 'failed' field).", ""]
     lines += ["## Measurements", "", "| Metric | openai_probe | vllm bench serve |", "|---|---:|---:|"]
 
     def pget(key, stat=None):
@@ -295,3 +443,100 @@ def render_svg(report, width=800, height=420):
         out.append(f'<text x="{lx + 15:.1f}" y="{ly}">{escape(label)}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
+
+
+# ``vllm bench serve`` across releases: what the node's vLLM offers is read from its own parser (the playbook
+# builds it with ``vllm.benchmarks.serve.add_cli_args`` and hands the option strings and their choices here).
+# - 0.8.4 to 0.9.0: ``--endpoint-type openai-comp``, no ``--save-detailed`` (the details are always written)
+#   (https://github.com/vllm-project/vllm/blob/v0.8.4/vllm/benchmarks/serve.py#L566-L572);
+# - 0.9.1: ``--endpoint-type openai``; 0.9.2 to 0.10.x: ``--endpoint-type`` and ``--backend``; 0.11 on: ``--backend``
+#   (https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/benchmarks/serve.py#L880-L895);
+# - ``--num-warmups`` from 0.12.0 (https://github.com/vllm-project/vllm/blob/v0.12.0/vllm/benchmarks/serve.py#L1080);
+#   every release first sends one initial test request, not measured
+#   (https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/benchmarks/serve.py#L518-L547).
+# - 0.7.3 has no vllm.benchmarks package: its serve benchmark is benchmarks/benchmark_serving.py of the source
+#   tree, not in the wheel (https://github.com/vllm-project/vllm/blob/v0.7.3/benchmarks/benchmark_serving.py);
+#   run with ``script`` its flags are those of 0.7.3 (``--backend openai``, no --save-detailed).
+LEGACY_SCRIPT_OPTIONS = {"--backend": ["openai"], "--base-url": None, "--model": None, "--tokenizer": None,
+                         "--dataset-name": None, "--random-input-len": None, "--random-output-len": None,
+                         "--num-prompts": None, "--max-concurrency": None, "--percentile-metrics": None,
+                         "--metric-percentiles": None, "--save-result": None, "--result-dir": None,
+                         "--result-filename": None, "--disable-tqdm": None, "--ignore-eos": None}
+REQUIRED_OPTIONS = ("--base-url", "--model", "--tokenizer", "--dataset-name", "--random-input-len",
+                    "--random-output-len", "--num-prompts", "--max-concurrency", "--save-result",
+                    "--result-dir", "--result-filename")
+
+
+def vllm_bench_argv(info, settings):
+    """The command line that runs the serve benchmark of the node's vLLM with the probe's workload.
+
+    info: what the node's venv offers: ``{vllm, module, options: {option string: choices or None}, error}``.
+    settings: ``python``, ``launcher`` (code for ``python -c``), ``script`` (benchmark_serving.py, optional),
+    ``base_url``, ``model``, ``tokenizer``, ``input_len``, ``output_len``, ``requests``, ``concurrency``,
+    ``warmup``, ``ignore_eos``, ``result_dir``, ``result_filename``.
+    Returns ``{argv, warmup, notes}`` (warmup: requests vllm bench sends before measuring); argv is None (and
+    notes say why) when this vLLM has no serve benchmark and no script is given; raises ReportError when the
+    benchmark lacks an option the workload needs.
+    """
+    info = info or {}
+    notes = []
+    if info.get("module"):
+        options = info.get("options") or {}
+        argv = [settings["python"], "-c", settings["launcher"]]
+    elif settings.get("script"):
+        options = LEGACY_SCRIPT_OPTIONS
+        argv = [settings["python"], settings["script"]]
+        notes.append(f"vllm bench serve ran from {settings['script']} (this vLLM has no vllm.benchmarks.serve)")
+    else:
+        return {"argv": None, "warmup": None, "notes": [
+            f"vllm bench serve not run: vLLM {info.get('vllm') or '(version unknown)'} in this venv has no "
+            f"vllm.benchmarks.serve ({info.get('error') or 'not found'}). Before 0.8.4 the serve benchmark is "
+            "benchmarks/benchmark_serving.py of vLLM's source tree, which the wheel does not install: copy that "
+            "release's benchmarks/ directory to the node and set bench_vllm_serve_script to its "
+            "benchmark_serving.py (it also needs pandas and datasets in the venv)"]}
+    missing = [o for o in REQUIRED_OPTIONS if o not in options]
+    if missing:
+        raise ReportError(f"vllm bench serve of vLLM {info.get('vllm')} lacks {', '.join(missing)}; "
+                          "set bench_vllm_serve=false to run only openai_probe")
+    for flag in ("--backend", "--endpoint-type"):
+        choices = options.get(flag, False)
+        if choices is False:
+            continue
+        pick = next((c for c in ("openai", "openai-comp") if choices is None or c in choices), None)
+        if pick:
+            argv += [flag, pick]
+            break
+    else:
+        raise ReportError(f"vllm bench serve of vLLM {info.get('vllm')} offers no OpenAI completions backend "
+                          "(--backend/--endpoint-type openai or openai-comp)")
+    argv += ["--base-url", str(settings["base_url"]), "--model", str(settings["model"]),
+             "--tokenizer", str(settings["tokenizer"]), "--dataset-name", "random",
+             "--random-input-len", str(int(settings["input_len"])),
+             "--random-output-len", str(int(settings["output_len"])),
+             "--num-prompts", str(int(settings["requests"])),
+             "--max-concurrency", str(int(settings["concurrency"]))]
+    # --random-range-ratio is left at its default, which gives every prompt exactly input_len tokens in each
+    # release: 1.0 with lengths from ratio*N to N up to 0.8.4, 0.0 with (1-ratio)*N to (1+ratio)*N from 0.8.5
+    # (https://github.com/vllm-project/vllm/blob/v0.8.4/vllm/benchmarks/serve.py#L79-L92,
+    # https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/benchmarks/datasets.py#L482-L489).
+    if "--percentile-metrics" in options:
+        argv += ["--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99"]
+    argv += ["--save-result"]
+    if "--save-detailed" in options:
+        argv += ["--save-detailed"]
+    argv += ["--result-dir", str(settings["result_dir"]), "--result-filename", str(settings["result_filename"])]
+    if "--disable-tqdm" in options:
+        argv += ["--disable-tqdm"]
+    if settings.get("ignore_eos"):
+        argv += ["--ignore-eos"]
+    if "--temperature" in options:   # greedy, as openai_probe asks (the default of the releases that have it)
+        argv += ["--temperature", "0.0"]
+    wanted = int(settings.get("warmup") or 0)
+    warmup = 1   # the initial test run
+    if wanted > 1 and "--num-warmups" in options:
+        argv += ["--num-warmups", str(wanted - 1)]
+        warmup = wanted
+    elif wanted > 1:
+        notes.append(f"this vllm bench serve has no --num-warmups: it warms up with its one initial test request, "
+                     f"not {wanted}")
+    return {"argv": argv, "warmup": warmup, "notes": notes}

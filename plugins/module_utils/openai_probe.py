@@ -15,6 +15,7 @@ from __future__ import annotations
 import http.client
 import json
 import math
+import random
 import socket
 import ssl
 import threading
@@ -243,16 +244,38 @@ def build_payload(model, prompt, max_tokens, chat=False, include_usage=True, ext
     return payload
 
 
+def random_token_prompts(count, input_len, vocab_size, seed=0):
+    """``count`` prompts of exactly ``input_len`` token ids, built the way ``vllm bench serve --dataset-name random``
+    builds its token sequences: ``(offset + index + arange(input_len)) % vocab_size`` with a random offset per
+    request (https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/benchmarks/datasets.py#L374-L384).
+
+    vllm bench decodes them to text and re-encodes; the completions API takes the token ids as they are (a
+    ``prompt`` that is a list of integers), so the server sees exactly ``input_len`` prompt tokens and no
+    tokenizer is needed here. Every prompt differs, so the prefix cache does not shorten the prefill.
+    """
+    if count < 1 or input_len < 1:
+        raise ValueError(f"count={count}, input_len={input_len}: both must be at least 1")
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 2:
+        raise ValueError(f"vocab_size={vocab_size!r}: give the tokenizer's vocab_size (an integer of at least 2)")
+    rng = random.Random(seed)
+    prompts = []
+    for index in range(count):
+        offset = rng.randrange(vocab_size)
+        prompts.append([(offset + index + j) % vocab_size for j in range(input_len)])
+    return prompts
+
+
 def stream_request(endpoint, payload, chat=False, clock=time.perf_counter):
     """Send one streaming request; return its measurements (never raises for request errors).
 
-    Keys: ok, status, ttft_ms, e2e_ms, tpot_ms, output_tokens, token_source (usage|chunks), chunks,
-    tokens_per_s, finish_reason, text (first 200 characters), error_kind, error, body.
+    Keys: ok, status, ttft_ms, e2e_ms, tpot_ms, output_tokens, input_tokens (the server's usage.prompt_tokens,
+    None without usage), token_source (usage|chunks), chunks, tokens_per_s, finish_reason, text (first 200
+    characters), error_kind, error, body.
     """
     path = "/v1/chat/completions" if chat else "/v1/completions"
     result = {"ok": False, "status": None, "ttft_ms": None, "e2e_ms": None, "tpot_ms": None, "output_tokens": 0,
-              "token_source": None, "chunks": 0, "tokens_per_s": None, "finish_reason": None, "text": "",
-              "error_kind": None, "error": None, "body": None}
+              "input_tokens": None, "token_source": None, "chunks": 0, "tokens_per_s": None, "finish_reason": None,
+              "text": "", "error_kind": None, "error": None, "body": None}
     text = []
     usage = None
     done = False
@@ -320,6 +343,9 @@ def stream_request(endpoint, payload, chat=False, clock=time.perf_counter):
     finally:
         conn.close()
 
+    prompt_tokens = usage.get("prompt_tokens") if usage is not None else None
+    if isinstance(prompt_tokens, int) and not isinstance(prompt_tokens, bool) and prompt_tokens >= 0:
+        result["input_tokens"] = prompt_tokens
     reported = usage.get("completion_tokens") if usage is not None else None
     if isinstance(reported, int) and not isinstance(reported, bool):
         limit = payload.get("max_tokens") if isinstance(payload, dict) else None
@@ -375,6 +401,8 @@ def summarize(results, duration_s):
     good = [r for r in results if r["ok"]]
     bad = [r for r in results if not r["ok"]]
     tokens = sum(r["output_tokens"] for r in good)
+    prompt_counts = [r.get("input_tokens") for r in good]
+    input_tokens = sum(prompt_counts) if good and all(isinstance(n, int) for n in prompt_counts) else None
     sources = sorted({r["token_source"] for r in good})
     by_kind = {}
     for r in bad:
@@ -390,6 +418,7 @@ def summarize(results, duration_s):
         "errors": errors,
         "duration_s": round(duration_s, 3),
         "output_tokens": tokens,
+        "input_tokens": input_tokens,
         "token_source": sources[0] if len(sources) == 1 else ("mixed" if sources else None),
         "output_tokens_per_s": round(tokens / duration_s, 3) if duration_s > 0 and good else None,
         "request_throughput": round(len(good) / duration_s, 3) if duration_s > 0 else None,
@@ -400,27 +429,56 @@ def summarize(results, duration_s):
     }
 
 
-def run_probe(endpoint, payload, requests=10, concurrency=1, chat=False, clock=time.perf_counter):
-    """Send ``requests`` streaming requests, at most ``concurrency`` at a time; return (per_request, summary)."""
+def run_probe(endpoint, payload, requests=10, concurrency=1, chat=False, clock=time.perf_counter, warmup=0,
+              prompts=None):
+    """Send ``requests`` streaming requests, at most ``concurrency`` at a time; return (per_request, summary).
+
+    ``prompts``: one prompt per request (a string or a list of token ids) that replaces the payload's; ``warmup``
+    requests (the first prompt, as vllm bench serve's initial test run) go first and are not measured; the
+    summary counts them in ``warmup_requests`` and ``warmup_failed``.
+    """
     if requests < 1:
         raise ValueError(f"requests={requests}: send at least one request")
     if concurrency < 1:
         raise ValueError(f"concurrency={concurrency}: must be at least 1")
+    if warmup < 0:
+        raise ValueError(f"warmup={warmup}: must be 0 or more")
+    if prompts is not None and len(prompts) < requests:
+        raise ValueError(f"{len(prompts)} prompts for {requests} requests: give one prompt per request")
     lock = threading.Lock()
     results = [None] * requests
 
+    def payload_for(index):
+        if prompts is None:
+            return payload
+        out = dict(payload)
+        out.pop("messages" if chat else "prompt", None)
+        if chat:
+            out["messages"] = [{"role": "user", "content": prompts[index]}]
+        else:
+            out["prompt"] = prompts[index]
+        return out
+
     def one(index):
-        res = stream_request(endpoint, payload, chat=chat, clock=clock)
+        res = stream_request(endpoint, payload_for(index), chat=chat, clock=clock)
         res["index"] = index
         with lock:
             results[index] = res
 
+    warm = []
+    if warmup:
+        with ThreadPoolExecutor(max_workers=min(concurrency, warmup)) as pool:
+            warm = [f.result() for f in [pool.submit(stream_request, endpoint, payload_for(0), chat, clock)
+                                         for _ in range(warmup)]]
     start = clock()
     with ThreadPoolExecutor(max_workers=min(concurrency, requests)) as pool:
         for future in [pool.submit(one, i) for i in range(requests)]:
             future.result()
     duration = clock() - start
-    return results, summarize(results, duration)
+    summary = summarize(results, duration)
+    summary["warmup_requests"] = warmup
+    summary["warmup_failed"] = sum(1 for r in warm if not r["ok"])
+    return results, summary
 
 
 def evaluate_slo(summary, slo_ttft_ms=None, slo_tokens_per_s=None, ttft_stat="p90", max_error_rate=0.0):

@@ -49,6 +49,28 @@ options:
     description: Tokens to generate per request.
     type: int
     default: 64
+  input_len:
+    description:
+      - Send prompts of exactly this many tokens instead of O(prompt) (O(mode=bench), completions only) - the
+        workload of C(vllm bench serve --dataset-name random --random-input-len N).
+      - Each request gets its own sequence of token ids, C((offset + index + j) % vocab_size) with a random offset
+        as vLLM's random dataset builds them, sent as a token-id C(prompt) (the completions API takes a list of
+        integers), so the server sees exactly this many prompt tokens and no tokenizer is needed on the node.
+      - Needs O(vocab_size).
+    type: int
+  vocab_size:
+    description: The tokenizer's vocabulary size (token ids are drawn below it); needed with O(input_len).
+    type: int
+  seed:
+    description: Seed of the random offsets of the O(input_len) prompts.
+    type: int
+    default: 0
+  warmup:
+    description:
+      - Requests sent before the measured run and not counted (C(vllm bench serve) sends one, its initial test
+        run, plus C(--num-warmups)).
+    type: int
+    default: 0
   requests:
     description: Number of requests to send in O(mode=bench).
     type: int
@@ -187,6 +209,27 @@ succeeded:
   returned: O(mode=bench)
   type: int
   sample: 50
+input_tokens:
+  description: Prompt tokens of the succeeded requests, as the server counted them (C(usage.prompt_tokens)); null
+    when the server sent no usage.
+  returned: O(mode=bench)
+  type: int
+  sample: 6400
+input_len:
+  description: O(input_len) when token-id prompts were sent, else null (the O(prompt) text was sent).
+  returned: O(mode=bench)
+  type: int
+  sample: 128
+warmup_requests:
+  description: Requests sent before the measured run (O(warmup)), not counted in the figures.
+  returned: O(mode=bench)
+  type: int
+  sample: 1
+warmup_failed:
+  description: Warm-up requests that failed.
+  returned: O(mode=bench)
+  type: int
+  sample: 0
 failed_requests:
   description: Requests that failed (see RV(errors)).
   returned: O(mode=bench)
@@ -264,8 +307,8 @@ tokens_per_s:
 per_request:
   description:
     - One entry per request with C(index), C(ok), C(status), C(ttft_ms), C(e2e_ms), C(tpot_ms),
-      C(output_tokens), C(token_source), C(chunks), C(tokens_per_s), C(finish_reason), C(text) (first 200
-      characters), C(error_kind), C(error), C(body).
+      C(output_tokens), C(input_tokens), C(token_source), C(chunks), C(tokens_per_s), C(finish_reason),
+      C(text) (first 200 characters), C(error_kind), C(error), C(body).
   returned: O(mode=bench) and O(return_requests=true)
   type: list
   elements: dict
@@ -316,6 +359,7 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.openai_probe import 
     build_payload,
     evaluate_slo,
     health_check,
+    random_token_prompts,
     run_probe,
 )
 
@@ -329,6 +373,10 @@ def main():
             "prompt": {"type": "str", "default": "The capital of France is"},
             "max_tokens": {"type": "int", "default": 64, "no_log": False},
             "requests": {"type": "int", "default": 10},
+            "input_len": {"type": "int"},
+            "vocab_size": {"type": "int"},
+            "seed": {"type": "int", "default": 0},
+            "warmup": {"type": "int", "default": 0},
             "concurrency": {"type": "int", "default": 1},
             "timeout": {"type": "float", "default": 60},
             "api_key": {"type": "str", "no_log": True},
@@ -351,6 +399,17 @@ def main():
     for name in ("max_tokens", "requests", "concurrency"):
         if p[name] < 1:
             module.fail_json(msg=f"{name}={p[name]}: must be at least 1")
+    if p["warmup"] < 0:
+        module.fail_json(msg=f"warmup={p['warmup']}: must be 0 or more")
+    prompts = None
+    if p["input_len"] is not None and p["mode"] == "bench":
+        if p["chat"]:
+            module.fail_json(msg="input_len sends token-id prompts, which only the completions API takes: "
+                                 "set chat=false, or leave input_len unset and give a prompt")
+        try:
+            prompts = random_token_prompts(p["requests"], p["input_len"], p["vocab_size"], seed=p["seed"])
+        except ValueError as exc:
+            module.fail_json(msg=f"input_len={p['input_len']}: {exc}")
     if p["timeout"] <= 0:
         module.fail_json(msg=f"timeout={p['timeout']}: must be more than 0 seconds")
     if not 0.0 <= p["slo_max_error_rate"] <= 1.0:
@@ -375,7 +434,8 @@ def main():
     payload = build_payload(p["model"], p["prompt"], p["max_tokens"], chat=p["chat"],
                             include_usage=p["include_usage"], extra_body=p["extra_body"])
     per_request, summary = run_probe(endpoint, payload, requests=p["requests"], concurrency=p["concurrency"],
-                                     chat=p["chat"])
+                                     chat=p["chat"], warmup=p["warmup"], prompts=prompts)
+    summary["input_len"] = p["input_len"] if prompts is not None else None
     slo_ok, violations = evaluate_slo(summary, slo_ttft_ms=p["slo_ttft_ms"], slo_tokens_per_s=p["slo_tokens_per_s"],
                                       ttft_stat=p["slo_ttft_stat"], max_error_rate=p["slo_max_error_rate"])
     result = dict(changed=False, mode="bench", model=p["model"], endpoint=path, slo_ok=slo_ok, violations=violations,
