@@ -7,6 +7,8 @@
 #   tools/sandbox.sh bundle   only build the offline bundle in .cache/bundle
 #   tools/sandbox.sh down     remove the node container and stop the bundle server
 #   tools/sandbox.sh shell    a shell on the node
+#   tools/sandbox.sh key      print the API key site.yml generated (kept on the node; a copy in
+#                             ~/.ascendai/vllm-api-keys/atlas-sim-1-vllm.key)
 #
 # Extra arguments after `up` go to ansible-playbook (e.g. -e vllm_service_port=8001, --check).
 # SANDBOX_PORT (default 8000) is the host port the API is published on (127.0.0.1 only).
@@ -84,19 +86,39 @@ node_up() {
   exit 1
 }
 
+node_key() {
+  # The API key the node's service reads (vllm_service keeps it in the secret env file).
+  docker exec "$NAME" sed -n 's/^VLLM_API_KEY=//p' /etc/ascendai/vllm/vllm.secret.env
+}
+
 answer() {
-  # One real answer from the host, through the published port.
-  .venv/bin/python - "$HOST_PORT" <<'PY'
-import json, sys, urllib.request
+  # One real answer from the host, through the published port, with the API key site.yml generated (the node keeps
+  # it in its secret env file, the controller a copy under ~/.ascendai/vllm-api-keys/). The key travels through the
+  # environment, never argv, and is not printed.
+  local keyfile="${HOME}/.ascendai/vllm-api-keys/atlas-sim-1-vllm.key"
+  SANDBOX_API_KEY=$(node_key 2>/dev/null || true) \
+  SANDBOX_KEYFILE=$keyfile .venv/bin/python - "$HOST_PORT" <<'PY'
+import json, os, sys, urllib.request
 base = "http://127.0.0.1:%s/v1" % sys.argv[1]
-model = json.load(urllib.request.urlopen(base + "/models", timeout=30))["data"][0]["id"]
+key, keyfile = os.environ.get("SANDBOX_API_KEY", ""), os.environ["SANDBOX_KEYFILE"]
+headers = {"Authorization": "Bearer " + key} if key else {}
+model = json.load(urllib.request.urlopen(urllib.request.Request(base + "/models", headers=headers),
+                                         timeout=30))["data"][0]["id"]
 req = urllib.request.Request(base + "/completions", data=json.dumps(
     {"model": model, "prompt": "The capital of France is", "max_tokens": 16, "temperature": 0}).encode(),
-    headers={"Content-Type": "application/json"})
+    headers=dict(headers, **{"Content-Type": "application/json"}))
 out = json.load(urllib.request.urlopen(req, timeout=120))
 print("\nThe sandbox serves %r at %s" % (model, base))
-print("Try: curl %s/completions -H 'Content-Type: application/json' "
-      "-d '{\"model\": \"%s\", \"prompt\": \"Hello\", \"max_tokens\": 16}'" % (base, model))
+auth = ""
+if key:
+    copy = (", on this host in %s" % keyfile) if os.path.exists(keyfile) else ""
+    print("It requires an API key: on the node in /etc/ascendai/vllm/vllm.secret.env%s; tools/sandbox.sh key prints it"
+          % copy)
+    auth = "-H \"Authorization: Bearer $(tools/sandbox.sh key)\" "
+else:
+    print("It serves WITHOUT an API key (vllm_service_allow_anonymous or vllm_service_api_key empty on a loopback bind)")
+print("Try: curl %s/completions %s-H 'Content-Type: application/json' "
+      "-d '{\"model\": \"%s\", \"prompt\": \"Hello\", \"max_tokens\": 16}'" % (base, auth, model))
 print("Its answer to 'The capital of France is': %r" % out["choices"][0]["text"])
 PY
 }
@@ -123,8 +145,11 @@ case $cmd in
   shell)
     exec docker exec -it "$NAME" bash -l
     ;;
+  key)
+    node_key
+    ;;
   *)
-    echo "usage: $0 [up|bundle|down|shell] [ansible-playbook options]" >&2
+    echo "usage: $0 [up|bundle|down|shell|key] [ansible-playbook options]" >&2
     exit 2
     ;;
 esac

@@ -1,17 +1,38 @@
 """Exercise the sandbox endpoint as a user would, with the real openai client, and read /metrics.
 
-Usage: openai_check.py BASE_URL MODEL   (BASE_URL without /v1)
+Usage: OPENAI_API_KEY=KEY openai_check.py BASE_URL MODEL   (BASE_URL without /v1)
+With a key (the environment, never argv), a request without it must get 401 first (secure by default, issue 17);
+/metrics and /health stay open, as vLLM guards only /v1, /v2, /inference and /cohere.
 Exits non-zero, with the reason, on anything unexpected.
 """
 
+import os
 import sys
+import urllib.error
 import urllib.request
 
 import openai
 
 
+def refused_without_key(base):
+    """The status /v1/models answers without a key, and with a wrong one."""
+    statuses = []
+    for headers in ({}, {"Authorization": "Bearer not-the-key"}):
+        try:
+            urllib.request.urlopen(urllib.request.Request(base + "/v1/models", headers=headers), timeout=30)
+            statuses.append(200)
+        except urllib.error.HTTPError as exc:
+            statuses.append(exc.code)
+    return statuses
+
+
 def main(base, model):
-    client = openai.OpenAI(base_url=base + "/v1", api_key="EMPTY", timeout=120)
+    key = os.environ.get("OPENAI_API_KEY", "")
+    if key:
+        statuses = refused_without_key(base)
+        assert statuses == [401, 401], "without the key /v1/models answered %r, not 401" % statuses
+        print("without the key: 401; with a wrong key: 401")
+    client = openai.OpenAI(base_url=base + "/v1", api_key=key or "EMPTY", timeout=120)
     ids = [m.id for m in client.models.list().data]
     assert model in ids, "models lists %r, not %r" % (ids, model)
     print("models:", ids)
@@ -32,7 +53,7 @@ def main(base, model):
     assert len(pieces) > 1, "streaming gave %d chunks" % len(pieces)
     print("stream: %d chunks %r" % (len(pieces), "".join(pieces)))
 
-    metrics = urllib.request.urlopen(base + "/metrics", timeout=30).read().decode()
+    metrics = urllib.request.urlopen(base + "/metrics", timeout=30).read().decode()   # no key: not guarded
     tokens = [line for line in metrics.splitlines()
               if line.startswith("vllm:generation_tokens_total") and not line.startswith("#")]
     assert tokens and float(tokens[0].rsplit(" ", 1)[1]) > 0, "no generated tokens in /metrics"
