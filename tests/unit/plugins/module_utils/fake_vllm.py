@@ -188,7 +188,10 @@ class FakeVllm:
                 if (req.get("stream_options") or {}).get("include_usage"):
                     obj = "chat.completion.chunk" if chat else "text_completion"
                     told = n if fake.usage_tokens is None else fake.usage_tokens
-                    messages.append(usage_chunk(rid, model, obj, 5, told))
+                    # a token-id prompt counts its ids, as vLLM does; the text prompts here are 5 tokens
+                    prompt = req.get("prompt")
+                    prompt_tokens = len(prompt) if isinstance(prompt, list) else 5
+                    messages.append(usage_chunk(rid, model, obj, prompt_tokens, told))
                 wire = [f"data: {dumps(m)}\n\n".encode() for m in messages]
                 if fake.behaviour == "malformed":
                     wire.insert(2, b'data: {"id":"cmpl-x","object":"text_completion","choices":[{"text": "tru\n\n')

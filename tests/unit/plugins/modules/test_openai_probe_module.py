@@ -114,3 +114,19 @@ def test_bench_needs_model_and_sane_numbers(server):
     assert kind is FailJson and res["msg"] == "concurrency=0: must be at least 1"
     kind, res = run({"base_url": "localhost:8000", "model": "tiny"})
     assert kind is FailJson and "not an http:// or https:// URL" in res["msg"]
+
+
+def test_input_len_sends_token_id_prompts_after_the_warmup(server):
+    kind, res = run({"base_url": server.base_url, "model": "tiny", "requests": 3, "max_tokens": 2, "input_len": 16,
+                     "vocab_size": 500, "warmup": 1, "return_requests": False})
+    assert kind is ExitJson, res
+    assert len(server.bodies) == 4 and all(len(b["prompt"]) == 16 for b in server.bodies)
+    assert res["input_len"] == 16 and res["input_tokens"] == 48 and res["warmup_requests"] == 1
+
+
+def test_input_len_needs_completions_and_a_vocab_size(server):
+    kind, res = run({"base_url": server.base_url, "model": "tiny", "input_len": 16, "vocab_size": 500, "chat": True})
+    assert kind is FailJson and "only the completions API" in res["msg"]
+    kind, res = run({"base_url": server.base_url, "model": "tiny", "input_len": 16})
+    assert kind is FailJson and "vocab_size" in res["msg"]
+    assert server.bodies == []
