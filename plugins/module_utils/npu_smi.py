@@ -253,6 +253,9 @@ def _empty_info():
         "driver_install_incomplete": False,
         "elided": False,
         "notes": [],
+        # what makes the NPU or chip count of this table untrustworthy (a row without its partner, an NPU that the
+        # process table names but the device table lacks): npu_info fails on these
+        "inconsistent": [],
     }
 
 
@@ -274,13 +277,27 @@ def parse_info(text):
     npus = []
     by_id = {}
 
+    seen = {}  # (npu_id, chip_id) or bus id -> line: a repeated row would double the chips
+
     def flush_pending():
         row1, at = pending
-        result["notes"].append(f"line {at}: NPU {row1['npu_id']} has no second row (Chip/Bus-Id); chip values unknown")
-        add_chip(row1, {})
+        msg = (f"line {at}: NPU {row1['npu_id']} has no second row (Chip/Bus-Id): its chip and HBM values are "
+               "unknown and its chip count is a guess (rows lost or repeated in the capture)")
+        result["notes"].append(msg)
+        result["inconsistent"].append(msg)
+        add_chip(row1, {}, at)
 
-    def add_chip(row1, row2):
+    def add_chip(row1, row2, at):
         npu_id = row1["npu_id"]
+        # (not the bus id: the two chips of an Atlas 300I Duo card print the same one)
+        key = (npu_id, row2.get("chip_id"))
+        if key[1] is not None:
+            if key in seen:
+                raise NpuSmiParseError(
+                    f"line {at}: NPU {key[0]} chip {key[1]} is listed a second time (first at line {seen[key]}): the "
+                    "capture repeats rows, so its NPU, chip and HBM totals cannot be trusted"
+                )
+            seen[key] = at
         chip = {k: None for k in _CHIP_KEYS}
         chip.update(row2)
         for key in ("name", "health", "power_w", "temp_c", "hugepages_used", "hugepages_total"):
@@ -316,6 +333,12 @@ def parse_info(text):
             continue
         if _BORDER_RE.match(line) or not line.startswith("|"):
             continue
+        if (state != "pre" or header_row1 is not None) and not line.endswith("|"):
+            # every table row of npu-smi ends with its border: without it the row (and the capture) was cut, and its
+            # last cell (HBM-Usage) may be a prefix of the printed number
+            raise NpuSmiParseError(
+                f"line {lineno}: table row without its closing '|', the output was cut mid-row: {_short(line)!r}"
+            )
         cells = _cells(line)
         lowered = [c.lower() for c in cells]
         if state == "pre":
@@ -352,6 +375,7 @@ def parse_info(text):
             if not is_row2:
                 if pending is not None:
                     flush_pending()
+                    pending = None
                 row1 = {}
                 for labels, cell in zip(header.row1, cells):
                     _assign(labels, cell, row1, where)
@@ -363,9 +387,12 @@ def parse_info(text):
                 for labels, cell in zip(header.row2, cells):
                     _assign(labels, cell, row2, where)
                 if pending is None:
-                    result["notes"].append(f"{where}: second row without its first row (NPU id unknown); ignored")
+                    msg = (f"{where}: second row (Chip/Bus-Id) without its first row: an NPU whose id is unknown "
+                           "is missing from the result")
+                    result["notes"].append(msg)
+                    result["inconsistent"].append(msg)
                     continue
-                add_chip(pending[0], row2)
+                add_chip(pending[0], row2, lineno)
                 pending = None
             continue
         if state == "procs":
@@ -383,6 +410,19 @@ def parse_info(text):
         )
     if pending is not None:
         flush_pending()
+    listed = {npu["npu_id"] for npu in npus}
+    named = sorted({p["npu_id"] for p in result["processes"]} | set(result["npus_without_processes"]))
+    missing = [i for i in named if i not in listed]
+    if missing:
+        msg = "the process table names NPU {} but the device table lists only NPU {}: device rows are missing".format(
+            ", ".join(str(i) for i in missing), ", ".join(str(i) for i in sorted(listed)) or "none")
+        result["notes"].append(msg)
+        result["inconsistent"].append(msg)
+    if not result["process_table"] and npus:
+        result["notes"].append(
+            f"no process table after the device table (npu-smi info prints one): if the output was cut, NPUs after "
+            f"NPU {npus[-1]['npu_id']} may be missing"
+        )
 
     for npu in npus:
         chips = npu["chips"]
@@ -1015,4 +1055,8 @@ def summarize(info, boards=None, healths=None, detail_errors=None):
         "warnings": list(info.get("warnings", [])),
         "driver_install_incomplete": bool(info.get("driver_install_incomplete")),
         "elided": bool(info.get("elided")),
+        # what the parser noticed (rows elided, cut or unpaired, a second table ignored): npu_info warns each one
+        "notes": list(info.get("notes", [])),
+        # the subset that makes count, chip_count or the HBM totals untrustworthy: npu_info fails on it
+        "inconsistent": list(info.get("inconsistent", [])),
     }

@@ -177,6 +177,13 @@ driver_install_incomplete:
   description: npu-smi printed that the driver package may not be completely installed.
   returned: success
   type: bool
+notes:
+  description:
+    - What the parser noticed in the C(npu-smi info) output (rows elided with C(...), no process table, a second
+      table ignored). They are also shown as task warnings.
+  returned: success
+  type: list
+  elements: str
 npu_smi_path:
   description: The npu-smi executable that was run.
   returned: success
@@ -189,7 +196,10 @@ ansible_facts:
 kind:
   description:
     - On failure, the kind of error (C(dcmi_init), C(device_in_use), C(device_held), C(invalid_card), C(not_found),
-      C(permission), C(no_device), C(unknown), C(parse)).
+      C(permission), C(no_device), C(unknown), C(parse), C(inconsistent)).
+    - C(parse) includes a table row cut before its closing C(|) and a row printed twice (chips would double);
+      C(inconsistent) is a device row without its partner row, or an NPU that the process table names and the
+      device table lacks (the NPU count would be wrong).
   returned: failure
   type: str
 holders:
@@ -274,6 +284,15 @@ def main():
             kind="parse", rc=rc, stdout=out, stderr=err,
         )
 
+    if info["inconsistent"]:
+        # a lost or unpaired row: the NPU count, chip count and HBM totals are not those of the node
+        module.fail_json(
+            msg="{}: the table disagrees with itself, so its NPU count ({}) cannot be trusted: {}. Run it again and "
+                "compare with 'npu-smi info -l' (Total Count).".format(
+                    " ".join(argv), len(info["npus"]), "; ".join(info["inconsistent"])),
+            kind="inconsistent", rc=rc, stdout=out, stderr=err, notes=info["notes"],
+        )
+
     boards, healths, detail_errors = {}, {}, {}
     if module.params["detail"]:
         for npu in info["npus"]:
@@ -311,6 +330,8 @@ def main():
     facts = summarize(info, boards, healths, detail_errors)
     for warning in facts["warnings"]:
         module.warn(f"npu-smi: {warning}")
+    for note in facts["notes"]:
+        module.warn(f"npu-smi info: {note}")
     for error in detail_errors.values():
         module.warn(error)
     # ``warnings`` is a reserved key of a module's result: return them as npu_smi_warnings.
