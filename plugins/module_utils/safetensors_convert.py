@@ -79,7 +79,10 @@ def parse_size(value):
         m = _SIZE_RE.match(str(value))
         if not m:
             raise ConvertError(f"max_shard_size={value!r} is not a size; use e.g. '5GB', '500MB' or '2GiB'")
-        size = int(float(m.group(1)) * _SIZE_UNITS[(m.group(2) or "").lower()])
+        number = float(m.group(1))
+        if number > 2**63:  # '1e400' is not matched; a 400-digit number is inf as a float
+            raise ConvertError(f"max_shard_size={value!r} is not a size a disk holds; use e.g. '5GB'")
+        size = int(number * _SIZE_UNITS[(m.group(2) or "").lower()])
     if size <= 0:
         raise ConvertError(f"max_shard_size={value!r} must be more than 0 bytes; use e.g. '5GB'")
     return size
@@ -88,8 +91,33 @@ def parse_size(value):
 # --------------------------------------------------------------------------- headers
 
 
+# The safetensors library's own limits (safetensors/src/tensor.rs, docs/sources.md "safetensors"): a header of at
+# most 100,000,000 bytes; tensors that, sorted by offset, tile the data exactly (the first at 0, each starting
+# where the previous ends, the last ending at the end of the file); an element count that fits 64 bits; and
+# shape * dtype size == end - begin.
+MAX_HEADER_BYTES = 100_000_000
+_U64 = 2**64
+
+
+def _is_count(value):
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _U64
+
+
+def _unique_keys(pairs):
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise ConvertError(f"key {key!r} appears twice")
+        out[key] = value
+    return out
+
+
+def _refuse_constant(name):
+    raise ConvertError(f"{name} is not JSON a safetensors header holds")
+
+
 def read_header(path):
-    """Parse one safetensors file's header.
+    """Parse one safetensors file's header, refusing what the safetensors library refuses.
 
     Returns ``(tensors, metadata, data_start, file_size)``; ``tensors`` is a list of dicts
     (name, dtype, shape, begin, end) in data order, with absolute file offsets.
@@ -101,41 +129,73 @@ def read_header(path):
             if len(raw) != 8:
                 raise ConvertError(f"{path}: shorter than the 8-byte safetensors header length")
             n = int.from_bytes(raw, "little")
-            if n > file_size - 8 or n > 100 * 1024 * 1024:
+            if n > file_size - 8 or n > MAX_HEADER_BYTES:
                 raise ConvertError(f"{path}: header length {n} does not fit the file ({file_size} bytes); the file "
                                    "is truncated or not safetensors")
             header_bytes = f.read(n)
     except OSError as exc:
         raise ConvertError(f"{path}: cannot read: {exc}") from exc
     try:
-        header = json.loads(header_bytes.decode("utf-8"))
-    except ValueError as exc:
-        raise ConvertError(f"{path}: header is not valid JSON ({exc}); the file is damaged or not safetensors") from exc
+        header = json.loads(header_bytes.decode("utf-8"), object_pairs_hook=_unique_keys,
+                            parse_constant=_refuse_constant)
+    except ConvertError as exc:
+        raise ConvertError(f"{path}: header refused: {exc} (a duplicate tensor name would lose a tensor); the "
+                           "file is damaged or not safetensors") from None
+    except (ValueError, RecursionError) as exc:
+        raise ConvertError(f"{path}: header is not valid JSON ({exc}); the file is damaged or not "
+                           "safetensors") from None
     if not isinstance(header, dict):
         raise ConvertError(f"{path}: header is not a JSON object")
     metadata = header.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise ConvertError(f"{path}: __metadata__ must map names to strings")
     data_start = 8 + n
+    data_bytes = file_size - data_start
     tensors = []
     for name, info in header.items():
-        try:
-            dtype = str(info["dtype"])
-            shape = [int(d) for d in info["shape"]]
-            begin, end = (int(o) for o in info["data_offsets"])
-        except (KeyError, TypeError, ValueError):
-            raise ConvertError(f"{path}: tensor {name!r} has no valid dtype/shape/data_offsets") from None
-        if not 0 <= begin <= end or data_start + end > file_size:
+        dtype = info.get("dtype") if isinstance(info, dict) else None
+        shape = info.get("shape") if isinstance(info, dict) else None
+        offsets = info.get("data_offsets") if isinstance(info, dict) else None
+        if dtype not in ITEMSIZE:
+            raise ConvertError("{}: tensor {!r} has dtype {!r}; safetensors knows {}".format(
+                path, name, dtype if isinstance(dtype, str) else type(dtype).__name__, ", ".join(sorted(ITEMSIZE))))
+        if not isinstance(shape, list) or not all(_is_count(d) for d in shape):
+            raise ConvertError(f"{path}: tensor {name!r} shape {_short_repr(shape)} is not a list of non-negative "
+                               "integers")
+        if not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_count(o) for o in offsets):
+            raise ConvertError(f"{path}: tensor {name!r} data_offsets {_short_repr(offsets)} are not two "
+                               "non-negative integers")
+        begin, end = offsets
+        if not begin <= end or end > data_bytes:
             raise ConvertError(f"{path}: tensor {name!r} data_offsets [{begin}, {end}] lie outside the file "
-                               f"({file_size - data_start} data bytes); the file is truncated")
+                               f"({data_bytes} data bytes); the file is truncated")
         numel = 1
         for d in shape:
             numel *= d
-        if dtype in ITEMSIZE and numel * ITEMSIZE[dtype] != end - begin:
-            raise ConvertError(f"{path}: tensor {name!r} is {dtype}{shape} ({numel * ITEMSIZE[dtype]} bytes) but its "
-                               f"data_offsets span {end - begin} bytes")
+            if numel >= _U64:
+                raise ConvertError(f"{path}: tensor {name!r} shape {_short_repr(shape)} overflows 64 bits")
+        if numel * ITEMSIZE[dtype] != end - begin:
+            raise ConvertError(f"{path}: tensor {name!r} is {dtype}{_short_repr(shape)} ({numel * ITEMSIZE[dtype]} "
+                               f"bytes) but its data_offsets span {end - begin} bytes")
         tensors.append({"name": name, "dtype": dtype, "shape": shape, "numel": numel,
                         "begin": data_start + begin, "end": data_start + end, "file": path})
-    tensors.sort(key=lambda t: t["begin"])
+    tensors.sort(key=lambda t: (t["begin"], t["end"]))
+    at = data_start
+    for t in tensors:
+        if t["begin"] != at:
+            what = "overlaps the previous tensor" if t["begin"] < at else "leaves a gap after the previous tensor"
+            raise ConvertError(f"{path}: tensor {t['name']!r} at data offset {t['begin'] - data_start} {what} (which "
+                               f"ends at {at - data_start}); the safetensors library refuses such a file")
+        at = t["end"]
+    if at != file_size:
+        raise ConvertError(f"{path}: the tensors end at data offset {at - data_start} but the file has {data_bytes} "
+                           "data bytes; the file is damaged or not safetensors")
     return tensors, metadata, data_start, file_size
+
+
+def _short_repr(value, limit=60):
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def build_header(entries, metadata=None):
@@ -167,13 +227,52 @@ def _is_weight_name(name):
             or low in (INDEX_NAME, PICKLE_INDEX_NAME))
 
 
+def _inside(path, root):
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _link_roots(src):
+    """Where a symlink in ``src`` may point: into ``src`` itself and, for a Hugging Face cache snapshot
+    (``.../models--ORG--NAME/snapshots/REV``, whose files link to ``../../blobs/HASH``), into that repo's
+    ``blobs`` directory (docs/sources.md "Hugging Face cache")."""
+    real = os.path.realpath(src)
+    roots = [real]
+    snapshots = os.path.dirname(real)
+    repo = os.path.dirname(snapshots)
+    if os.path.basename(snapshots) == "snapshots" and os.path.basename(repo).startswith(
+            ("models--", "datasets--", "spaces--")):
+        roots.append(os.path.join(repo, "blobs"))
+    return roots
+
+
+def _check_link(full, src, roots):
+    """Refuse a path in src that resolves outside it (``tokenizer.json -> /etc/passwd`` would be copied into dest,
+    a weight file linked to another model's shard would be merged)."""
+    target = os.path.realpath(full)
+    if not any(_inside(target, root) for root in roots):
+        raise ConvertError(f"{full} resolves to {target}, outside src={src}: refusing to read or copy it (a symlink "
+                           "out of the model directory). Replace the link by the file it should be, or remove it")
+
+
+def _safe_relative(name):
+    """An index entry names a file inside src: relative, no '..', no NUL, a string."""
+    if not isinstance(name, str) or not name or "\x00" in name or os.path.isabs(name):
+        return False
+    parts = name.replace(os.sep, "/").split("/")
+    return ".." not in parts and "" not in parts
+
+
 def scan_source(src):
     """Inventory a model directory: safetensors tensors, pickle files, other (copied) files."""
     if not os.path.isdir(src):
         raise ConvertError(f"src={src} is not a directory; give the model directory (config.json + *.safetensors)")
+    roots = _link_roots(src)
     weight_files, pickle_files, other_files, skipped = [], [], [], []
     for root, dirs, files in os.walk(src):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for d in dirs:
+            if os.path.islink(os.path.join(root, d)):
+                skipped.append(os.path.relpath(os.path.join(root, d), src) + os.sep)  # os.walk does not enter it
         for fname in sorted(files):
             full = os.path.join(root, fname)
             rel = os.path.relpath(full, src)
@@ -181,6 +280,7 @@ def scan_source(src):
                 if fname != MARKER_NAME:
                     skipped.append(rel)
                 continue
+            _check_link(full, src, roots)
             low = fname.lower()
             if root == src and low.endswith(".safetensors"):
                 weight_files.append(rel)
@@ -195,9 +295,19 @@ def scan_source(src):
         try:
             with open(index_path, "r", encoding="utf-8") as f:
                 weight_map = json.load(f)["weight_map"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ConvertError(f"{index_path}: cannot read weight_map ({exc})") from exc
+        except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
+            raise ConvertError(f"{index_path}: cannot read weight_map ({type(exc).__name__}: {exc})") from None
+        if not isinstance(weight_map, dict) or not all(isinstance(k, str) for k in weight_map):
+            raise ConvertError(f"{index_path}: weight_map must map tensor names to shard file names, got "
+                               f"{_short_repr(weight_map)}")
+        bad = sorted({_short_repr(w) for w in weight_map.values() if not _safe_relative(w)})
+        if bad:
+            raise ConvertError(f"{index_path}: weight_map names shard(s) outside src={src}: {', '.join(bad[:3])}; "
+                               "an index names files of its own directory only (e.g. model-00001-of-00002.safetensors)")
         indexed = sorted(set(weight_map.values()))
+        for w in indexed:
+            if os.path.lexists(os.path.join(src, w)):
+                _check_link(os.path.join(src, w), src, roots)
         missing = [w for w in indexed if not os.path.isfile(os.path.join(src, w))]
         if missing:
             raise ConvertError(f"{INDEX_NAME} names shard(s) that are not in {src}: {', '.join(missing)}; "
@@ -651,8 +761,34 @@ def _tmp_prefix(dest):
     return f".{os.path.basename(dest.rstrip(os.sep))}.convert-"
 
 
+# Written into every temporary directory this module creates, removed just before the swap: only a directory
+# holding it is ever cleaned up as stale, never one that merely has a temp-like name.
+TEMP_OWNER_NAME = ".ascendai_model_convert.tmp"
+
+
+def make_temp(dest, tag=""):
+    parent = os.path.dirname(os.path.abspath(dest))
+    path = tempfile.mkdtemp(prefix=_tmp_prefix(dest) + f"{os.getpid()}-{tag}", dir=parent)
+    with open(os.path.join(path, TEMP_OWNER_NAME), "w", encoding="utf-8") as f:
+        f.write(json.dumps({"pid": os.getpid(), "dest": os.path.abspath(dest)}) + "\n")
+    return path
+
+
+def _ours(path, dest):
+    """A temp directory a run of this module made for ``dest``: a real directory with our owner file."""
+    if os.path.islink(path) or not os.path.isdir(path):
+        return False
+    try:
+        with open(os.path.join(path, TEMP_OWNER_NAME), "r", encoding="utf-8") as f:
+            owner = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(owner, dict) and owner.get("dest") == os.path.abspath(dest)
+
+
 def clean_stale_temp(dest):
-    """Remove temporary directories left by runs that were killed (their pid is gone)."""
+    """Remove temporary directories left by runs that were killed (their pid is gone); only directories this
+    module created (they hold its owner file), never a user's directory that merely has such a name."""
     parent = os.path.dirname(os.path.abspath(dest))
     prefix = _tmp_prefix(dest)
     removed = []
@@ -661,7 +797,7 @@ def clean_stale_temp(dest):
     except OSError:
         return removed
     for name in names:
-        if not name.startswith(prefix):
+        if not name.startswith(prefix) or not _ours(os.path.join(parent, name), dest):
             continue
         pid = name[len(prefix):].split("-", 1)[0]
         alive = False
@@ -684,7 +820,7 @@ def swap_into_place(tmpdir, dest):
         if _rename_exchange(tmpdir, dest):
             shutil.rmtree(tmpdir)
         else:
-            old = tempfile.mkdtemp(prefix=_tmp_prefix(dest) + f"{os.getpid()}-old-", dir=parent)
+            old = make_temp(dest, "old-")
             os.rename(dest, os.path.join(old, "x"))
             os.rename(tmpdir, dest)
             shutil.rmtree(old)
@@ -706,8 +842,15 @@ def convert_model(src, dest, dtype, max_shard_size="5GB", allow_pickle=False, fo
     shard_limit = parse_size(max_shard_size)
     src = os.path.abspath(src)
     dest = os.path.abspath(dest)
-    if dest == src or dest.startswith(src + os.sep) or src.startswith(dest + os.sep):
-        raise ConvertError(f"dest={dest} must be outside src={src} (the conversion writes a new directory)")
+    if os.path.islink(dest):
+        # the swap would replace the link, not the directory it names, and the old tree would stay: refuse first
+        raise ConvertError(f"dest={dest} is a symlink (to {os.path.realpath(dest)}); give the real directory as dest, "
+                           "the conversion replaces dest as a whole")
+    real_src, real_dest = os.path.realpath(src), os.path.realpath(dest)
+    if _inside(real_dest, real_src) or _inside(real_src, real_dest):
+        raise ConvertError(f"dest={dest} must be outside src={src} (the conversion writes a new directory)"
+                           + (f"; through symlinks they are {real_dest} and {real_src}"
+                              if (real_src, real_dest) != (src, dest) else ""))
     if os.path.lexists(dest) and not os.path.isdir(dest):
         raise ConvertError(f"dest={dest} exists and is not a directory")
 
@@ -717,8 +860,11 @@ def convert_model(src, dest, dtype, max_shard_size="5GB", allow_pickle=False, fo
         try:
             with open(os.path.join(src, "config.json"), "r", encoding="utf-8") as f:
                 config = json.load(f)
-        except (OSError, ValueError) as exc:
-            raise ConvertError(f"{src}/config.json is not valid JSON: {exc}") from exc
+        except (OSError, ValueError, RecursionError) as exc:
+            raise ConvertError(f"{src}/config.json is not valid JSON: {exc}") from None
+        if not isinstance(config, dict):
+            raise ConvertError(f"{src}/config.json holds a JSON {type(config).__name__}, not an object; it is not a "
+                               "Hugging Face model config")
     check_not_quantized(src, config)
 
     if inv["weight_files"]:
@@ -775,7 +921,7 @@ def convert_model(src, dest, dtype, max_shard_size="5GB", allow_pickle=False, fo
                            f"({needed / 1e9:.1f} GB). Free space or choose another dest")
     if result["source_format"] == "pickle":
         _materialise_torch(shards, target)  # pragma: no cover
-    tmpdir = tempfile.mkdtemp(prefix=_tmp_prefix(dest) + f"{os.getpid()}-", dir=parent)
+    tmpdir = make_temp(dest)
     try:
         write_shards(shards, tmpdir, chunk_bytes=chunk_bytes, fsync=fsync)
         files = {}
@@ -793,6 +939,7 @@ def convert_model(src, dest, dtype, max_shard_size="5GB", allow_pickle=False, fo
         marker = dict(wanted, files=files, src=src, created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         _write_json(os.path.join(tmpdir, MARKER_NAME), marker)
         os.chmod(tmpdir, 0o755)
+        os.remove(os.path.join(tmpdir, TEMP_OWNER_NAME))
         if fsync:
             _fsync_dir(tmpdir)
         swap_into_place(tmpdir, dest)

@@ -27,6 +27,12 @@ description:
     loading a pickle runs code from the file, and vLLM loads safetensors anyway.
   - Quantized models (C(quantization_config) in C(config.json), msModelSlim's C(quant_model_description.json))
     are refused; their dtype cannot change without breaking their scales.
+  - Nothing outside O(src) is read or copied. A symlink that resolves out of O(src) (C(tokenizer.json -> /etc/passwd))
+    and an index entry naming a file outside it (C(../x), an absolute path) are refused; links of a Hugging Face
+    cache snapshot into its repository's C(blobs) directory are followed.
+  - Headers are checked as the safetensors library checks them (tensors tiling the data without gap or overlap,
+    no duplicate names, known dtypes, non-negative integer shapes whose size matches the offsets); a damaged file
+    is named with the reason.
 options:
   src:
     description: Directory of the source model (C(config.json) and C(*.safetensors), with or without an index).
@@ -34,7 +40,10 @@ options:
     required: true
   dest:
     description:
-      - Directory to create or replace with the converted model. Must lie outside O(src).
+      - Directory to create or replace with the converted model. Must lie outside O(src), also through
+        symlinks, and must not itself be a symlink (the whole directory is replaced; give the real one).
+      - Temporary directories next to it (C(.<name>.convert-*)) are removed only when a run of this module made
+        them.
       - Its parent must have room for the converted model; this is checked before writing.
     type: path
     required: true

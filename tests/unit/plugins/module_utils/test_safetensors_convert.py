@@ -489,6 +489,7 @@ def test_stale_temp_dir_of_killed_run_is_removed(tmp_path):
     make_model(src)
     stale = tmp_path / ".dest.convert-999999999-abc"  # no such pid
     stale.mkdir()
+    (stale / sc.TEMP_OWNER_NAME).write_text(json.dumps({"pid": 999999999, "dest": dest}))  # made by model_convert
     (stale / "model.safetensors").write_bytes(b"half")
     sc.convert_model(src, dest, "bfloat16")
     assert sorted(os.listdir(str(tmp_path))) == ["dest", "src"]
