@@ -46,8 +46,15 @@ serve_bundle() {
   if (exec 3<>"/dev/tcp/$ip/$BUNDLE_PORT") 2>/dev/null; then
     log "a bundle server already answers on $ip:$BUNDLE_PORT"; return 0
   fi
-  nohup python3 -m http.server "$BUNDLE_PORT" --bind "$ip" --directory "$BUNDLE" \
-    >"$RUN/bundle-http.log" 2>&1 &
+  # Run under flock (the Molecule lock, `flock LOCK tools/sandbox.sh up`) the server would inherit the lock's
+  # descriptor and hold the lock for as long as it serves: close every descriptor above stderr first.
+  (
+    for fd in /proc/"$BASHPID"/fd/*; do
+      fd=${fd##*/}
+      if [[ $fd -gt 2 ]]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+    done
+    exec nohup python3 -m http.server "$BUNDLE_PORT" --bind "$ip" --directory "$BUNDLE" >"$RUN/bundle-http.log" 2>&1
+  ) &
   echo $! > "$pidfile"
   for _ in $(seq 1 20); do
     (exec 3<>"/dev/tcp/$ip/$BUNDLE_PORT") 2>/dev/null && { log "bundle served at http://$ip:$BUNDLE_PORT/"; return 0; }
