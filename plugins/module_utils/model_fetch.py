@@ -44,8 +44,46 @@ _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
 _NETWORK_ERRORS = (urllib.error.URLError, http.client.HTTPException, socket.timeout, ConnectionError, TimeoutError)
 
 
+# A transfer slower than this over a whole ``timeout`` window is given up (and retried): the socket timeout alone
+# waits only for the next byte, so a server sending one byte every half second never trips it (curl's
+# --speed-limit/--speed-time idea).
+LOW_SPEED_BYTES_PER_S = 1024
+MANIFEST_MAX_BYTES = 64 << 20
+
+
 class FetchError(Exception):
     """A fetch that cannot be done or went wrong; the message says which file, why and what to do."""
+
+
+class SlowTransfer(TimeoutError):
+    """Fewer than LOW_SPEED_BYTES_PER_S over a whole timeout window."""
+
+
+class SpeedGuard:
+    """Reads a stream in pieces as they arrive and raises :class:`SlowTransfer` when a whole ``window`` seconds
+    bring fewer than ``min_rate`` bytes per second; ``window`` None (a local directory) checks nothing."""
+
+    def __init__(self, stream, window, min_rate=LOW_SPEED_BYTES_PER_S, clock=time.monotonic):
+        self.stream = stream
+        self.reader = getattr(stream, "read1", None) or stream.read
+        self.window = window
+        self.min_rate = min_rate
+        self.clock = clock
+        self.start = clock()
+        self.got = 0
+
+    def read(self, n):
+        block = self.reader(n)
+        if self.window:
+            now = self.clock()
+            self.got += len(block)
+            elapsed = now - self.start
+            if block and elapsed >= self.window:
+                if self.got < self.min_rate * elapsed:
+                    raise SlowTransfer(f"the server sent {self.got} bytes in {elapsed:.0f} s, less than "
+                                       f"{self.min_rate} bytes/s: given up (a stalled or trickling transfer)")
+                self.start, self.got = now, 0
+        return block
 
 
 class Stopped(FetchError):
@@ -173,7 +211,17 @@ class HttpSource:
     def read_text(self, rel):
         try:
             with self._request(rel) as resp:
-                return resp.read().decode("utf-8")
+                guard, parts, total = SpeedGuard(resp, self.timeout), [], 0
+                while True:
+                    block = guard.read(CHUNK_BYTES)
+                    if not block:
+                        break
+                    total += len(block)
+                    if total > MANIFEST_MAX_BYTES:
+                        raise FetchError(f"{self.public_url(rel)}: more than {MANIFEST_MAX_BYTES} bytes; not a "
+                                         "bundle's MANIFEST.sha256")
+                    parts.append(block)
+                return b"".join(parts).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise FetchError(f"{self.public_url(rel)}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
                              "MANIFEST.sha256 is sha256sum's output: rebuild it with the bundle's tools") from None
@@ -466,6 +514,7 @@ def download_file(source, item, dest, progress, stop, retries=3, chunk_bytes=CHU
                 else:
                     stream, start = source.open(item["bundle_rel"], offset)
                 if stream is not None:
+                    guard = SpeedGuard(stream, getattr(source, "timeout", None))
                     with stream, open(part, "r+b" if os.path.exists(part) else "wb") as out:
                         if start != offset:  # the server ignored Range: start again
                             progress.add(-offset, fetched=False)
@@ -477,7 +526,7 @@ def download_file(source, item, dest, progress, stop, retries=3, chunk_bytes=CHU
                             if stop.is_set():
                                 raise Stopped(f"{rel}: stopped after another file failed; "
                                               f"{human(out.tell())} kept in {part} for the next run")
-                            block = stream.read(chunk_bytes)
+                            block = guard.read(chunk_bytes)
                             if not block:
                                 break
                             if size is not None and out.tell() + len(block) > size:
