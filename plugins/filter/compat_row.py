@@ -12,7 +12,8 @@ author:
 description:
   - Looks a vllm-ascend release up in the collection's one compatibility table (vllm-ascend's versioning
     policy) and returns its row, for pinning the other components.
-  - C(latest) returns the newest row. A partial version (C(0.23)) is accepted when it names a single row.
+  - C(latest) returns the newest final release with aarch64 wheels on PyPI. A partial version (C(0.23)) means
+    the newest final release starting with it (release candidates only: it must name a single row).
 options:
   _input:
     description: The vllm-ascend release, for example C(0.23.0), C(v0.18.0), C(0.23.0.post1) or C(latest).
@@ -37,7 +38,8 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.compat_matrix import all_rows, find_row, known_releases
+from ansible_collections.ascendai.vllm.plugins.module_utils.compat_matrix import (
+    default_release, find_row, known_releases)
 
 
 def compat_row(version):
@@ -47,7 +49,7 @@ def compat_row(version):
                                  f"{version!r}")
     text = str(version).strip()
     if text.lower() == "latest":
-        return all_rows()[-1]
+        return default_release()
     try:
         row = find_row(text)
     except ValueError as exc:

@@ -27,8 +27,8 @@ def test_bad_combination_fails_naming_the_row_that_works():
     text = str(info.value)
     assert text.startswith("Impossible combination (vllm-ascend 0.23, CANN 8.1):")
     assert "CANN 8.1 is not the CANN of that row (9.1.0)" in text
-    assert "Or keep CANN 8.1 and use the row that works with it: vllm-ascend v0.9.2rc1: vLLM 0.9.2, " \
-           "Python 3.9-3.11, CANN 8.1.RC1, torch 2.5.1, torch_npu 2.5.1.post1.dev20250619." in text
+    assert "Or keep CANN 8.1 and use the row that works with it: vllm-ascend v0.7.3.post1: vLLM 0.7.3, " \
+           "Python 3.9-3.11, CANN 8.1.RC1, torch 2.5.1, torch_npu 2.5.1." in text
 
 
 def test_good_combination_returns_row():
@@ -39,7 +39,7 @@ def test_good_combination_returns_row():
 
 
 def test_without_release_returns_newest_row_for_the_stack():
-    assert compat_check({"cann": "8.3.RC2", "python": "3.10"})["label"] == "v0.12.0rc1"
+    assert compat_check({"cann": "8.3.RC2", "python": "3.10"})["label"] == "v0.13.0rc1"
 
 
 @pytest.mark.parametrize(("kwargs", "fragment"), [
@@ -59,13 +59,14 @@ def test_unknown_mapping_key():
 
 def test_compat_row():
     assert compat_row("0.23.0.post1")["torch_npu"] == "2.10.0.post4"
-    assert compat_row("latest")["label"] == "v0.23.0"
+    assert compat_row("latest")["label"] == "v0.23.0"  # newest final with aarch64 wheels (0.30.0rc2: rc, sdist)
     assert compat_row("v0.9.1")["cann"] == ["8.2.RC1"]
     with pytest.raises(AnsibleFilterError, match=r"vllm-ascend 0\.19\.0 is not in the compatibility table; known "
-                                                 r"releases: v0\.7\.3"):
+                                                 r"releases: v0\.7\.1rc1"):
         compat_row("0.19.0")
+    assert compat_row("0.9")["label"] == "v0.9.1"  # the newest final of 0.9 (pip's reading of 0.9.*)
     with pytest.raises(AnsibleFilterError, match="matches 3 rows"):
-        compat_row("0.9")
+        compat_row("0.10")  # release candidates only
     with pytest.raises(AnsibleFilterError, match="quoted version string"):
         compat_row(0.23)
 
@@ -84,7 +85,7 @@ def test_through_ansible_with_fqcn(tmp_path):
                           "msg={{ '0.23' | ascendai.vllm.compat_check(cann='8.1') }}"],
                          capture_output=True, text=True, env=env, check=False, timeout=120)
     assert bad.returncode != 0
-    assert "vllm-ascend v0.9.2rc1" in bad.stdout + bad.stderr
+    assert "vllm-ascend v0.7.3.post1" in bad.stdout + bad.stderr
 
 
 def test_glibc_of_an_aarch64_node():
