@@ -216,9 +216,10 @@ def _render_value(key, value, kind, release):
             return [(key, True)]
         if kind == "f":  # store_true: false is its default, nothing to pass
             return []
-        if facts["false"] == "no_flag":
-            return [(key, False)]
-        # The loader of this release drops a false value; the bare --no-KEY flag says it.
+        # Up to 0.23 the loader drops a false value. vLLM 0.32's loader writes --no-KEY only when the parser that
+        # reads the file knows that option, and under `vllm serve` that is the CLI's top-level parser, which does
+        # not (the serve options live on its sub-parser): false is dropped there too. The bare --no-KEY flag says
+        # it on every release (facts["false"] is the flat api_server parser's behaviour).
         return [(f"no_{key}", True)]
     if kind in ("f", "b"):
         raise OptionError(f"{key}: {flag} is a flag in {where}; give true or false, not {value!r}")
@@ -252,7 +253,7 @@ def render_config(options, model=None, served_model_name=None, vllm_version=None
     "leave vLLM's default" and is left out. ``model`` / ``served_model_name`` (string or list) are put first.
     ``vllm_version``: the vLLM the node runs. Names are checked against that release's option table and values
     are written so that that release's ``--config`` loader reads them with their meaning: ``false`` of a
-    ``--X/--no-X`` option becomes ``no-X: true`` where the loader drops ``false`` (every release before 0.32), a
+    ``--X/--no-X`` option becomes ``no-X: true`` (every release's loader drops ``false`` under ``vllm serve``), a
     mapping becomes a JSON string where the loader would pass ``str(dict)`` (up to 0.14), a list of one item a
     scalar where the loader would pass ``str(list)`` (up to 0.10.0). What a release cannot read raises
     OptionError naming option, value and release. Without ``vllm_version``: REFERENCE_VLLM_VERSION.

@@ -226,7 +226,7 @@ def test_configmap_holds_the_vllm_config_that_the_command_reads(runs, scenario):
     assert config_volume["configMap"]["name"] == kinds["ConfigMap"]["metadata"]["name"]
     assert {"name": "config", "mountPath": "/etc/vllm", "readOnly": True} in container["volumeMounts"]
     if scenario == "single":
-        assert config["enable-prefix-caching"] is False
+        assert config["no-enable-prefix-caching"] is True  # read the same by api_server and `vllm serve`
 
 
 def test_model_volume_hostpath_or_pvc(runs):

@@ -46,8 +46,7 @@ def test_start_script_quotes_a_hostile_script_path(tmp_path):
     marker = tmp_path / "ran"
     script = jinja.from_string(template).render(
         ansible_managed="managed", vllm_service_name="vllm", vllm_service_env_scripts=[f"/x$(touch {marker})"],
-        _vllm_service_python="/bin/true", vllm_service_entrypoint=["x"], vllm_service_port=8000,
-        _vllm_service_config="/c.yaml")
+        _vllm_service_cli_argv=["/bin/true"], vllm_service_model_path="/m", _vllm_service_config="/c.yaml")
     proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False)
     assert proc.returncode == 78
     assert not marker.exists(), "the start script ran a command from vllm_service_env_scripts"

@@ -22,7 +22,7 @@ def test_renders_the_config_file():
     assert yaml.safe_load(text) == {
         "model": "/srv/models/deepseek-llm-67b-chat", "served-model-name": "deepseek-67b",
         "tensor-parallel-size": 4, "max-model-len": 4096, "max-num-seqs": 64, "gpu-memory-utilization": 0.9,
-        "enable-prefix-caching": False, "additional-config": {"ascend_scheduler_config": {"enabled": True}}}
+        "no-enable-prefix-caching": True, "additional-config": {"ascend_scheduler_config": {"enabled": True}}}
 
 
 def test_removed_option_fails_with_replacement():

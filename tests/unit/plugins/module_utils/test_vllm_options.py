@@ -22,9 +22,11 @@ def test_render_kebab_keys_model_first_none_left_out():
         {"max_model_len": 4096, "tensor-parallel-size": 4, "enable_prefix_caching": False, "seed": None,
          "compilation_config": {"cudagraph_mode": "FULL_DECODE_ONLY"}},
         model="/srv/models/deepseek-llm-67b-chat", served_model_name="deepseek-67b")
+    # false becomes no-X: true even on vLLM 0.32: under `vllm serve` the CLI's top-level parser reads the file and
+    # does not know --no-enable-prefix-caching (it is the serve sub-parser's), so it would drop the false
     assert list(config) == ["model", "served-model-name", "max-model-len", "tensor-parallel-size",
-                            "enable-prefix-caching", "compilation-config"]
-    assert config["enable-prefix-caching"] is False
+                            "no-enable-prefix-caching", "compilation-config"]
+    assert config["no-enable-prefix-caching"] is True
     assert config["compilation-config"] == {"cudagraph_mode": "FULL_DECODE_ONLY"}
 
 

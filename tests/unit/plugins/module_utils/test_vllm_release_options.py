@@ -96,30 +96,35 @@ _INTENT = {"enable_prefix_caching": False, "enforce_eager": True, "max_model_len
                                  "torchair_graph_config": {"enabled": True}}}
 
 
-def _service_argv(config_path, port=8000):
-    """The arguments the vllm_service start script passes to vLLM's API server (its template, rendered)."""
+def _service_argv(config_path, model="/m"):
+    """The arguments the vllm_service start script passes to vLLM's CLI (its template, rendered): from ``serve``."""
     with open(os.path.join(ROOT, "roles", "vllm_service", "templates", "vllm-serve.sh.j2"), encoding="utf-8") as fh:
         line = [text for text in fh.read().splitlines() if text.startswith("exec ")][0]
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     env.filters["quote"] = shlex.quote
-    text = env.from_string(line).render(_vllm_service_python="/venv/bin/python", vllm_service_port=port,
-                                        vllm_service_entrypoint=["-m", "vllm.entrypoints.openai.api_server"],
+    text = env.from_string(line).render(_vllm_service_cli_argv=["/venv/bin/vllm"], vllm_service_model_path=model,
                                         _vllm_service_config=config_path)
     argv = shlex.split(text)
-    return argv[argv.index("vllm.entrypoints.openai.api_server") + 1:]
+    return argv[argv.index("serve"):]
 
 
 def _parse_with_release(version, config, tmp_path):
-    """Write the rendered mapping as the role does and let the release's own parser read the service's argv."""
+    """Write the rendered mapping as the role does and let the release's own parser read the service's argv
+    (vLLM's CLI: the release's FlexibleArgumentParser with a ``serve`` sub-parser holding the release's options)."""
     path = tmp_path / "vllm.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
-    parser = facts_tool.release_parser(_files(version), _options(version))
+    parser = facts_tool.flexible_parser_class(_files(version))[0](prog="vllm")
+    serve = parser.add_subparsers(dest="subparser").add_parser("serve")
+    serve.add_argument("model_tag")
+    for action in facts_tool.release_parser(_files(version), _options(version))._actions[1:]:  # [0]: --help
+        serve._add_action(action)  # pylint: disable=protected-access
     return parser.parse_args(_service_argv(str(path)))
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_the_service_argv_reaches_every_release_loader(version, tmp_path):
-    # Up to vLLM 0.10.0 "api_server --config FILE" loses the file name; the start script leads with --port=N.
+    # `serve MODEL --config FILE` (model first: vLLM 0.7.3 takes args[1] of serve as the model). Up to vLLM 0.10.0
+    # "api_server --config FILE" lost the file name (config_first), which the old start script worked around.
     config = {"port": 8000, "max-model-len": 4096}  # the role writes the same port into the file
     args = _parse_with_release(version, config, tmp_path)
     assert (int(args.port), int(args.max_model_len)) == (8000, 4096)

