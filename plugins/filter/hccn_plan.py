@@ -14,6 +14,11 @@ description:
     consecutive addresses per host).
   - Rejects overlapping planes, duplicate addresses (also with the gateway/net-detect address), gateways and
     detect addresses outside their plane, and planes too small for the hosts, naming them.
+  - Rejects planes that overlap 0.0.0.0/8 (0.0.0.0 is unspecified), loopback 127.0.0.0/8, multicast 224.0.0.0/4
+    or the reserved 240.0.0.0/4 (with 255.255.255.255); no planned address is a plane's network or broadcast
+    address.
+  - Numbers must be whole (V(2.9), V(inf) and booleans are refused, not truncated) and hostnames strings; every
+    error names the variable.
   - The result feeds the P(ascendai.vllm.hccn#module) module, one loop item per device.
 positional: planes
 options:

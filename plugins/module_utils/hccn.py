@@ -79,6 +79,41 @@ def _netmask(value, what="netmask"):
                         "length)") from None
 
 
+# Ranges no NPU NIC address or plane may use: "this network" (0.0.0.0/8, 0.0.0.0 unspecified), loopback,
+# multicast, and the reserved 240.0.0.0/4 with the limited broadcast 255.255.255.255 (RFC 6890 / Python's
+# ipaddress is_unspecified, is_loopback, is_multicast, is_reserved).
+_NOT_FOR_HOSTS = (
+    (ipaddress.IPv4Network("0.0.0.0/8"), "'this network' (0.0.0.0/8, 0.0.0.0 is unspecified)"),
+    (ipaddress.IPv4Network("127.0.0.0/8"), "loopback"),
+    (ipaddress.IPv4Network("224.0.0.0/4"), "multicast"),
+    (ipaddress.IPv4Network("240.0.0.0/4"), "reserved or broadcast"),
+)
+
+
+def _host_ipv4(value, what):
+    """An IPv4 address a NIC can have (not unspecified, loopback, multicast, reserved or 255.255.255.255)."""
+    addr = _ipv4(value, what)
+    for net, label in _NOT_FOR_HOSTS:
+        if addr in net:
+            raise HccnError(f"{what} {addr} is a {label} address, which no NPU NIC can use")
+    return addr
+
+
+def _whole(value, what, minimum=0, maximum=2**32):
+    """An integer option: an int, a whole float (8.0) or a string of digits; never True, 2.9, inf or NaN."""
+    if isinstance(value, bool):
+        raise HccnError(f"{what} {value!r} is a boolean, not an integer")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    elif isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d{1,12}\s*", value):
+        value = int(value)
+    if not isinstance(value, int):
+        raise HccnError(f"{what} {value!r} is not an integer")
+    if not minimum <= value <= maximum:
+        raise HccnError(f"{what} {value} is outside {minimum}..{maximum}")
+    return value
+
+
 def _unset_ip(value):
     return value is None or value in ("", "0.0.0.0")
 
@@ -395,18 +430,20 @@ def normalize_dscp_to_tc(value):
 
 def normalize_wanted(wanted):
     """Validate the wanted settings (None = leave alone) and return them normalised."""
+    if not isinstance(wanted, dict):
+        raise HccnError(f"the wanted settings must be a mapping, got {type(wanted).__name__}")
     w = dict(wanted)
     out = {}
     if w.get("address") is not None:
-        out["address"] = str(_ipv4(w["address"], "ip"))
+        out["address"] = str(_host_ipv4(w["address"], "ip"))
     if w.get("netmask") is not None:
         out["netmask"] = str(_netmask(w["netmask"]))
     if w.get("gateway") is not None:
-        out["gateway"] = str(_ipv4(w["gateway"], "gateway"))
+        out["gateway"] = str(_host_ipv4(w["gateway"], "gateway"))
     if w.get("netdetect") is not None:
-        out["netdetect"] = str(_ipv4(w["netdetect"], "netdetect"))
+        out["netdetect"] = str(_host_ipv4(w["netdetect"], "netdetect"))
     if w.get("mtu") is not None:
-        mtu = int(w["mtu"])
+        mtu = _whole(w["mtu"], "mtu", -2**63, 2**63)
         if not MTU_MIN <= mtu <= MTU_MAX:
             raise HccnError(f"mtu {mtu} is outside hccn_tool's range {MTU_MIN}..{MTU_MAX}")
         out["mtu"] = mtu
@@ -423,6 +460,13 @@ def normalize_wanted(wanted):
 
 # --------------------------------------------------------------------------------------------- planning
 
+def _whole_or_none(value):
+    try:
+        return _whole(value, "device", 0, 2**16)
+    except HccnError:
+        return None
+
+
 def plan_changes(device, current, wanted, tool=DEFAULT_HCCN_TOOL):
     """Compute the hccn_tool commands that bring ``current`` to ``wanted`` on one device.
 
@@ -431,8 +475,8 @@ def plan_changes(device, current, wanted, tool=DEFAULT_HCCN_TOOL):
     DSCPs it names.
     Returns ``(commands, before, after)``: argv lists in apply order, and the diff of the managed keys.
     """
-    dev = int(device)
-    if dev < 0:
+    dev = _whole_or_none(device)
+    if dev is None:
         raise HccnError(f"device {device!r} must be a non-negative NPU device id")
     want = normalize_wanted(wanted)
     cur = dict(current or {})
@@ -454,9 +498,18 @@ def plan_changes(device, current, wanted, tool=DEFAULT_HCCN_TOOL):
             commands.append(base + ["-ip", "-s", "address", address, "netmask", netmask])
     eff_address = after.get("address", cur.get("address"))
     eff_netmask = after.get("netmask", cur.get("netmask"))
+    if "address" in want and eff_netmask:
+        net = ipaddress.IPv4Network(f"{eff_address}/{eff_netmask}", strict=False)
+        if net.prefixlen < 31 and ipaddress.IPv4Address(eff_address) in (net.network_address, net.broadcast_address):
+            which = "network" if ipaddress.IPv4Address(eff_address) == net.network_address else "broadcast"
+            raise HccnError(f"device {dev}: ip {eff_address} is the {which} address of its subnet {net}; give a host "
+                            "address")
 
     if "gateway" in want:
         gw = want["gateway"]
+        if eff_address and gw == eff_address:
+            raise HccnError(f"device {dev}: gateway {gw} is the device's own address; the gateway is another host of "
+                            "the subnet (the switch's interface)")
         if eff_address and eff_netmask:
             net = ipaddress.IPv4Network(f"{eff_address}/{eff_netmask}", strict=False)
             if ipaddress.IPv4Address(gw) not in net:
@@ -587,16 +640,20 @@ def plan_addresses(hosts, planes, devices_per_host=8, gateway=None, netdetect="g
     if isinstance(hosts, dict):
         index = {}
         for host, idx in hosts.items():
-            try:
-                idx = int(idx)
-            except (TypeError, ValueError):
-                raise HccnError(f"host {host!r} has index {idx!r}, which is not an integer") from None
+            if not isinstance(host, str) or not host.strip():
+                raise HccnError(f"hosts: key {host!r} is not a hostname")
+            if isinstance(idx, bool) or (isinstance(idx, float) and not idx.is_integer()) or not isinstance(
+                    idx, (int, float, str)):
+                raise HccnError(f"host {host!r} has index {idx!r}, which is not an integer")
+            idx = _whole(idx, f"host {host!r} index", -2**63, 2**24)
             if idx < 0:
                 raise HccnError(f"host {host!r} has negative index {idx}")
             index[str(host)] = idx
     elif isinstance(hosts, (list, tuple)):
         seen = set()
         for h in hosts:
+            if not isinstance(h, str) or not h.strip():
+                raise HccnError(f"hosts: {h!r} is not a hostname (give the inventory hostnames, e.g. groups['npu'])")
             if h in seen:
                 raise HccnError(f"host {h!r} is listed twice in hosts")
             seen.add(h)
@@ -612,20 +669,25 @@ def plan_addresses(hosts, planes, devices_per_host=8, gateway=None, netdetect="g
                             "duplicates; give each host its own index")
         by_index[idx] = host
 
-    try:
-        devices_per_host = int(devices_per_host)
-    except (TypeError, ValueError):
-        raise HccnError(f"devices_per_host {devices_per_host!r} is not an integer") from None
+    devices_per_host = _whole(devices_per_host, "devices_per_host", -2**63, 2**63)
     if devices_per_host < 1:
         raise HccnError(f"devices_per_host must be at least 1, got {devices_per_host}")
+    if devices_per_host > 1024:
+        raise HccnError(f"devices_per_host {devices_per_host} is more NPUs than a server holds (Atlas A2: 8, A3: 16)")
     if not isinstance(planes, (list, tuple)) or not planes:
         raise HccnError("planes must be a non-empty list of CIDRs, one per NIC plane (e.g. 8 for Atlas A2)")
     nets = []
     for p in planes:
+        if not isinstance(p, str):
+            raise HccnError(f"plane {p!r} is not a string in CIDR form (e.g. '10.10.0.0/24')")
         try:
-            nets.append(ipaddress.IPv4Network(str(p), strict=True))
+            net = ipaddress.IPv4Network(p.strip(), strict=True)
         except ValueError as exc:
             raise HccnError(f"plane {p!r} is not an IPv4 network in CIDR form with host bits zero ({exc})") from None
+        for bad, label in _NOT_FOR_HOSTS:
+            if net.overlaps(bad):
+                raise HccnError(f"plane {net} overlaps the {label} range {bad}, which no NPU NIC can use")
+        nets.append(net)
     for i, a in enumerate(nets):
         for b in nets[i + 1:]:
             if a.overlaps(b):
@@ -652,10 +714,7 @@ def plan_addresses(hosts, planes, devices_per_host=8, gateway=None, netdetect="g
         offset = 1
         if any(r == "first" for r in gw_rules) or any(r == "first" for r in nd_rules):
             offset = 2
-    try:
-        offset = int(offset)
-    except (TypeError, ValueError):
-        raise HccnError(f"offset {offset!r} is not an integer") from None
+    offset = _whole(offset, "offset", -2**63, 2**63)
     if offset < 1:
         raise HccnError(f"offset must be at least 1 (0 is the network address), got {offset}")
 
@@ -666,11 +725,12 @@ def plan_addresses(hosts, planes, devices_per_host=8, gateway=None, netdetect="g
         for special, label in ((gws[p], "gateway"), (nds[p], "netdetect")):
             if special is not None:
                 used.setdefault(special, f"{label} of plane {net}")
-        last_needed = net.network_address + offset + (max_index + 1) * per_plane - 1
+        last_needed = int(net.network_address) + offset + (max_index + 1) * per_plane - 1
         limit = net.broadcast_address - (1 if net.prefixlen < 31 else 0)
-        if last_needed > limit:
+        if last_needed > int(limit):
+            needed = str(ipaddress.IPv4Address(last_needed)) if last_needed < 2**32 else "beyond 255.255.255.255"
             raise HccnError(f"plane {net} is too small: host index {max_index} with {per_plane} device(s) per "
-                            f"plane from offset {offset} needs up to {last_needed}, beyond {limit}; "
+                            f"plane from offset {offset} needs up to {needed}, beyond {limit}; "
                             "use a larger subnet or a smaller offset")
     for idx in sorted(by_index):
         host = by_index[idx]
