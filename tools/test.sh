@@ -64,13 +64,18 @@ stage_sanity() {
   local tree v
   tree=$(collection_tree)
   # ansible-test downloads a pip bootstrap script from a host this network cannot reach: give it
-  # the stand-in for every pip version it may ask for.
+  # the stand-in for every pip version the installed ansible-test may ask for (its requirement pins and the
+  # pip of get_venv_packages: 24.2 in ansible-core 2.19, 25.2 in 2.21).
   mkdir -p ~/.ansible/test/cache
-  for v in $(grep -rhoE "^pip==[0-9.]+" .venv/lib/python3*/site-packages/ansible_test/_data/requirements/ \
-             | cut -d= -f3 | sort -u) 24.2; do
+  local at
+  at=$(python -c 'import ansible_test, os; print(os.path.dirname(ansible_test.__file__))')
+  for v in $( { grep -rhoE "^pip==[0-9.]+" "$at/_data/requirements/" | cut -d= -f3
+               grep -hoE "pip='[0-9.]+'" "$at/_internal/python_requirements.py" | cut -d"'" -f2; } | sort -u); do
     cp tools/ansible-test/get_pip.py ~/.ansible/test/cache/get_pip_${v//./_}.py
   done
-  (cd "$tree" && ansible-test sanity --python 3.11 --requirements --color no)
+  # The controller's own Python (3.11 on Debian 12, 3.13 on Debian 13), not a fixed one.
+  (cd "$tree" && ansible-test sanity --python "$(python -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
+     --requirements --color no)
 }
 
 stage_ansible_lint() {
