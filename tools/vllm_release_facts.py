@@ -53,6 +53,9 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 FIXTURES = os.path.join(ROOT, "tests", "unit", "fixtures", "vllm-releases")
 OUTPUT = os.path.join(ROOT, "plugins", "module_utils", "vllm_release_options.py")
 EXTRA_VERSIONS = ("0.32.0",)
+# vLLM releases a matrix row names that PyPI never published (no sdist, no wheel): vllm-ascend v0.11.0rc0 was
+# built on vLLM v0.11.0rc3 (its Dockerfile's VLLM_TAG and doc row), a git tag only. No facts for them.
+NOT_ON_PYPI = ("0.11.0rc3",)
 SIMPLE_URL = "https://pypi.org/simple/vllm/"
 
 # Files of an sdist the facts are read from (paths inside the sdist, below its top directory).
@@ -70,8 +73,8 @@ def matrix_versions():
         sys.path.pop(0)
     names = set()
     for row in compat_matrix.all_rows():
-        names.update((row["vllm_min"], row["vllm_max"]))
-    return sorted(names, key=version_key)
+        names.update(row.get("vllm_versions") or (row["vllm_min"], row["vllm_max"]))
+    return sorted(names - set(NOT_ON_PYPI), key=version_key)
 
 
 def version_key(text):
@@ -87,10 +90,18 @@ def fetch(versions, dest=FIXTURES):
         index = json.load(answer)
     files = {item["filename"]: item for item in index["files"]}
     os.makedirs(dest, exist_ok=True)
+    missing = []
     for version in versions:
         item = files.get(f"vllm-{version}.tar.gz")
         if item is None:
-            raise SystemExit(f"vllm {version}: no sdist on PyPI")
+            wheels = sorted(name for name in files if name.startswith(f"vllm-{version}-") and name.endswith(".whl"))
+            if not wheels:
+                print(f"vllm {version}: not on PyPI (no sdist, no wheel): no facts for it", file=sys.stderr)
+                missing.append(version)
+                continue
+            trim_wheel(files[wheels[0]], os.path.join(dest, f"vllm-{version}.tar.xz"), version)
+            print(f"vllm {version}: no sdist on PyPI, kept the sources of {wheels[0]}")
+            continue
         with urllib.request.urlopen(item["url"].split("#")[0], timeout=600) as answer:  # noqa: S310
             data = answer.read()
         digest = hashlib.sha256(data).hexdigest()
@@ -98,6 +109,35 @@ def fetch(versions, dest=FIXTURES):
             raise SystemExit(f"vllm {version}: sha256 {digest} differs from PyPI's {item['hashes']['sha256']}")
         trim_sdist(io.BytesIO(data), os.path.join(dest, f"vllm-{version}.tar.xz"), version, digest)
         print(f"vllm {version}: kept {os.path.join(dest, f'vllm-{version}.tar.xz')}")
+    return missing
+
+
+def trim_wheel(item, out_path, version):
+    """Like :func:`trim_sdist` for a release PyPI has as wheels only (vLLM 0.15.0): the same .py files, read
+    from the wheel with HTTP range requests (the wheel's sha256 is PyPI's; the members are not re-hashed)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    try:
+        from vllm_ascend_matrix import _HttpRange  # pylint: disable=import-outside-toplevel
+    finally:
+        sys.path.pop(0)
+    import zipfile  # pylint: disable=import-outside-toplevel
+
+    members = {}
+    raw = _HttpRange(item["url"].split("#")[0], item["size"])
+    with zipfile.ZipFile(io.BufferedReader(raw, buffer_size=1 << 16)) as wheel:
+        for name in wheel.namelist():
+            if _KEEP.match(name):
+                members[name] = wheel.read(name)
+    members["SOURCE"] = (f"{item['filename']} from PyPI (https://pypi.org/project/vllm/{version}/; the release "
+                         f"has no sdist), sha256 {item['hashes']['sha256']}; only the files "
+                         "tools/vllm_release_facts.py reads are kept.\n").encode()
+    with tarfile.open(out_path, mode="w:xz", preset=9) as out:
+        for name in sorted(members):
+            info = tarfile.TarInfo(name)
+            info.size = len(members[name])
+            info.mtime = 0
+            info.mode = 0o644
+            out.addfile(info, io.BytesIO(members[name]))
 
 
 def trim_sdist(fileobj, out_path, version, digest):
@@ -635,7 +675,9 @@ def main(argv=None):
     if args.action == "fetch":
         wanted = sorted(set(matrix_versions()) | set(args.extra or EXTRA_VERSIONS) | set(args.version),
                         key=version_key)
-        fetch(wanted, args.fixtures)
+        missing = fetch(wanted, args.fixtures)
+        if missing:
+            print(f"not on PyPI, so not covered: vLLM {', '.join(missing)}")
         return 0
     facts = all_facts(args.fixtures)
     text = render_module(facts)

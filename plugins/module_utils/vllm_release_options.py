@@ -12,6 +12,55 @@ with --config first or only after another option) and ``options``: one string of
 from __future__ import annotations
 
 RELEASES = {
+    '0.7.1': {
+        'source': (
+            'vllm-0.7.1.tar.gz from PyPI (https://pypi.org/project/vllm/0.7.1/), sha256 '
+            'f3f40980c0940d56d9c5a31c48c441a7746bac285478ecf848ab237a5c7bc155; only the files '
+            'tools/vllm_release_facts.py reads are kept.'),
+        'config': {
+            'false': 'dropped',
+            'true': 'flag',
+            'mapping': 'repr',
+            'list': 'repr',
+            'store_boolean': True,
+            'config_first': 'breaks',
+            'config_after_option': 'works',
+        },
+        'options': (
+            'allow_credentials:f allowed_headers:j allowed_local_media_path:v allowed_methods:j '
+            'allowed_origins:j api_key:v block_size:v calculate_kv_scales:f chat_template:v '
+            'chat_template_content_format:v code_revision:v collect_detailed_traces:v compilation_config:v '
+            'config_format:v cpu_offload_gb:v device:v disable_async_output_proc:f disable_custom_all_reduce:f '
+            'disable_fastapi_docs:f disable_frontend_multiprocessing:f disable_log_requests:f '
+            'disable_log_stats:f disable_logprobs_during_spec_decoding:s disable_mm_preprocessor_cache:f '
+            'disable_sliding_window:f distributed_executor_backend:v download_dir:v dtype:v '
+            'enable_auto_tool_choice:f enable_chunked_prefill:s enable_lora:f enable_lora_bias:f '
+            'enable_prefix_caching:b enable_prompt_adapter:f enable_prompt_tokens_details:f enable_reasoning:f '
+            'enable_request_id_headers:f enable_sleep_mode:f enforce_eager:f fully_sharded_loras:f '
+            'generation_config:v gpu_memory_utilization:v guided_decoding_backend:v hf_overrides:j host:v '
+            'ignore_patterns:l kv_cache_dtype:v kv_transfer_config:v limit_mm_per_prompt:v load_format:v '
+            'logits_processor_pattern:v long_lora_scaling_factors:v lora_dtype:v lora_extra_vocab_size:v '
+            'lora_modules:l max_cpu_loras:v max_log_len:v max_logprobs:v max_lora_rank:v max_loras:v '
+            'max_model_len:v max_num_batched_tokens:v max_num_seqs:v max_parallel_loading_workers:v '
+            'max_prompt_adapter_token:v max_prompt_adapters:v max_seq_len_to_capture:v middleware:l '
+            'mm_processor_kwargs:j model:v model_loader_extra_config:v multi_step_stream_outputs:s '
+            'ngram_prompt_lookup_max:v ngram_prompt_lookup_min:v num_gpu_blocks_override:v '
+            'num_lookahead_slots:v num_scheduler_steps:v num_speculative_tokens:v otlp_traces_endpoint:v '
+            'override_generation_config:j override_neuron_config:j override_pooler_config:v '
+            'pipeline_parallel_size:v port:v preemption_mode:v prompt_adapters:l qlora_adapter_name_or_path:v '
+            'quantization:v ray_workers_use_nsight:f reasoning_parser:v response_role:v '
+            'return_tokens_as_token_ids:f revision:v root_path:v rope_scaling:j rope_theta:v '
+            'scheduler_delay_factor:v scheduling_policy:v seed:v served_model_name:l skip_tokenizer_init:f '
+            'spec_decoding_acceptance_method:v speculative_disable_by_batch_size:v '
+            'speculative_disable_mqa_scorer:f speculative_draft_tensor_parallel_size:v '
+            'speculative_max_model_len:v speculative_model:v speculative_model_quantization:v ssl_ca_certs:v '
+            'ssl_cert_reqs:v ssl_certfile:v ssl_keyfile:v swap_space:v task:v tensor_parallel_size:v '
+            'tokenizer:v tokenizer_mode:v tokenizer_pool_extra_config:v tokenizer_pool_size:v '
+            'tokenizer_pool_type:v tokenizer_revision:v tool_call_parser:v tool_parser_plugin:v '
+            'trust_remote_code:f typical_acceptance_sampler_posterior_alpha:v '
+            'typical_acceptance_sampler_posterior_threshold:v use_v2_block_manager:f uvicorn_log_level:v '
+            'worker_cls:v'),
+    },
     '0.7.3': {
         'source': (
             'vllm-0.7.3.tar.gz from PyPI (https://pypi.org/project/vllm/0.7.3/), sha256 '
@@ -374,6 +423,119 @@ RELEASES = {
             'tool_parser_plugin:v trust_remote_code:b use_tqdm_on_load:b uvicorn_log_level:v worker_cls:v '
             'worker_extension_cls:v'),
     },
+    '0.10.1': {
+        'source': (
+            'vllm-0.10.1.tar.gz from PyPI (https://pypi.org/project/vllm/0.10.1/), sha256 '
+            '99d00498f25b94767bb2696e88feb67730677dae605c9b8af99492dc3c34492d; only the files '
+            'tools/vllm_release_facts.py reads are kept.'),
+        'config': {
+            'false': 'dropped',
+            'true': 'flag',
+            'mapping': 'repr',
+            'list': 'repr',
+            'store_boolean': True,
+            'config_first': 'breaks',
+            'config_after_option': 'works',
+        },
+        'options': (
+            'additional_config:j allow_credentials:b allowed_headers:j allowed_local_media_path:v '
+            'allowed_methods:j allowed_origins:j api_key:l api_server_count:v async_scheduling:b block_size:v '
+            'calculate_kv_scales:b chat_template:v chat_template_content_format:v code_revision:v '
+            'collect_detailed_traces:l compilation_config:j config_format:v convert:v cpu_offload_gb:v '
+            'cuda_graph_sizes:l data_parallel_address:v data_parallel_backend:v data_parallel_hybrid_lb:b '
+            'data_parallel_rank:v data_parallel_rpc_port:v data_parallel_size:v data_parallel_size_local:v '
+            'data_parallel_start_rank:v default_mm_loras:j disable_async_output_proc:f disable_cascade_attn:b '
+            'disable_chunked_mm_input:b disable_custom_all_reduce:b disable_fastapi_docs:b '
+            'disable_frontend_multiprocessing:b disable_hybrid_kv_cache_manager:b disable_log_requests:b '
+            'disable_log_stats:f disable_mm_preprocessor_cache:f disable_sliding_window:b '
+            'disable_uvicorn_access_log:b distributed_executor_backend:v download_dir:v dtype:v '
+            'enable_auto_tool_choice:b enable_chunked_prefill:b enable_eplb:b enable_expert_parallel:b '
+            'enable_force_include_usage:b enable_log_outputs:b enable_log_requests:b enable_lora:b '
+            'enable_lora_bias:b enable_multimodal_encoder_data_parallel:b enable_prefix_caching:b '
+            'enable_prompt_adapter:f enable_prompt_embeds:b enable_prompt_tokens_details:b '
+            'enable_request_id_headers:b enable_server_load_tracking:b enable_sleep_mode:b enable_ssl_refresh:b '
+            'enable_tokenizer_info_endpoint:b enforce_eager:b eplb_log_balancedness:b eplb_step_interval:v '
+            'eplb_window_size:v exclude_tools_when_tool_choice_none:b fully_sharded_loras:b generation_config:v '
+            'gpu_memory_utilization:v guided_decoding_backend:v guided_decoding_disable_additional_properties:b '
+            'guided_decoding_disable_any_whitespace:b guided_decoding_disable_fallback:b headless:f '
+            'hf_config_path:v hf_overrides:v hf_token:v host:v ignore_patterns:l interleave_mm_strings:b '
+            'kv_cache_dtype:v kv_events_config:j kv_sharing_fast_prefill:b kv_transfer_config:j '
+            'limit_mm_per_prompt:j load_format:v log_config_file:v logits_processor_pattern:v '
+            'logits_processors:l logprobs_mode:v long_prefill_token_threshold:v lora_dtype:v '
+            'lora_extra_vocab_size:v lora_modules:l mamba_cache_dtype:v mamba_ssm_cache_dtype:v max_cpu_loras:v '
+            'max_log_len:v max_logprobs:v max_long_partial_prefills:v max_lora_rank:v max_loras:v '
+            'max_model_len:v max_num_batched_tokens:v max_num_partial_prefills:v max_num_seqs:v '
+            'max_parallel_loading_workers:v max_seq_len_to_capture:v media_io_kwargs:j middleware:l '
+            'mm_processor_cache_gb:v mm_processor_kwargs:j model:v model_impl:v model_loader_extra_config:j '
+            'num_gpu_blocks_override:v num_lookahead_slots:v num_redundant_experts:v otlp_traces_endpoint:v '
+            'override_attention_dtype:v override_generation_config:j override_neuron_config:j '
+            'override_pooler_config:j pipeline_parallel_size:v port:v preemption_mode:v '
+            'prefix_caching_hash_algo:v pt_load_map_location:j quantization:v ray_workers_use_nsight:b '
+            'reasoning_parser:v response_role:v return_tokens_as_token_ids:b revision:v root_path:v '
+            'rope_scaling:j rope_theta:v runner:v scheduler_cls:v scheduler_delay_factor:v scheduling_policy:v '
+            'seed:v served_model_name:l show_hidden_metrics_for_version:v skip_mm_profiling:b '
+            'skip_tokenizer_init:b speculative_config:j ssl_ca_certs:v ssl_cert_reqs:v ssl_certfile:v '
+            'ssl_keyfile:v swap_space:v task:v tensor_parallel_size:v tokenizer:v tokenizer_mode:v '
+            'tokenizer_revision:v tool_call_parser:v tool_parser_plugin:v tool_server:v trust_remote_code:b '
+            'uds:v use_tqdm_on_load:b uvicorn_log_level:v worker_cls:v worker_extension_cls:v'),
+    },
+    '0.10.1.1': {
+        'source': (
+            'vllm-0.10.1.1.tar.gz from PyPI (https://pypi.org/project/vllm/0.10.1.1/), sha256 '
+            '3099824ee4bdaa14c4c4f7178a092101a0ec206d4c9371edf295849b2b730a39; only the files '
+            'tools/vllm_release_facts.py reads are kept.'),
+        'config': {
+            'false': 'dropped',
+            'true': 'flag',
+            'mapping': 'repr',
+            'list': 'repr',
+            'store_boolean': True,
+            'config_first': 'breaks',
+            'config_after_option': 'works',
+        },
+        'options': (
+            'additional_config:j allow_credentials:b allowed_headers:j allowed_local_media_path:v '
+            'allowed_methods:j allowed_origins:j api_key:l api_server_count:v async_scheduling:b block_size:v '
+            'calculate_kv_scales:b chat_template:v chat_template_content_format:v code_revision:v '
+            'collect_detailed_traces:l compilation_config:j config_format:v convert:v cpu_offload_gb:v '
+            'cuda_graph_sizes:l data_parallel_address:v data_parallel_backend:v data_parallel_hybrid_lb:b '
+            'data_parallel_rank:v data_parallel_rpc_port:v data_parallel_size:v data_parallel_size_local:v '
+            'data_parallel_start_rank:v default_mm_loras:j disable_async_output_proc:f disable_cascade_attn:b '
+            'disable_chunked_mm_input:b disable_custom_all_reduce:b disable_fastapi_docs:b '
+            'disable_frontend_multiprocessing:b disable_hybrid_kv_cache_manager:b disable_log_requests:b '
+            'disable_log_stats:f disable_mm_preprocessor_cache:f disable_sliding_window:b '
+            'disable_uvicorn_access_log:b distributed_executor_backend:v download_dir:v dtype:v '
+            'enable_auto_tool_choice:b enable_chunked_prefill:b enable_eplb:b enable_expert_parallel:b '
+            'enable_force_include_usage:b enable_log_outputs:b enable_log_requests:b enable_lora:b '
+            'enable_lora_bias:b enable_multimodal_encoder_data_parallel:b enable_prefix_caching:b '
+            'enable_prompt_adapter:f enable_prompt_embeds:b enable_prompt_tokens_details:b '
+            'enable_request_id_headers:b enable_server_load_tracking:b enable_sleep_mode:b enable_ssl_refresh:b '
+            'enable_tokenizer_info_endpoint:b enforce_eager:b eplb_log_balancedness:b eplb_step_interval:v '
+            'eplb_window_size:v exclude_tools_when_tool_choice_none:b fully_sharded_loras:b generation_config:v '
+            'gpu_memory_utilization:v guided_decoding_backend:v guided_decoding_disable_additional_properties:b '
+            'guided_decoding_disable_any_whitespace:b guided_decoding_disable_fallback:b h11_max_header_count:v '
+            'h11_max_incomplete_event_size:v headless:f hf_config_path:v hf_overrides:v hf_token:v host:v '
+            'ignore_patterns:l interleave_mm_strings:b kv_cache_dtype:v kv_events_config:j '
+            'kv_sharing_fast_prefill:b kv_transfer_config:j limit_mm_per_prompt:j load_format:v '
+            'log_config_file:v logits_processor_pattern:v logits_processors:l logprobs_mode:v '
+            'long_prefill_token_threshold:v lora_dtype:v lora_extra_vocab_size:v lora_modules:l '
+            'mamba_cache_dtype:v mamba_ssm_cache_dtype:v max_cpu_loras:v max_log_len:v max_logprobs:v '
+            'max_long_partial_prefills:v max_lora_rank:v max_loras:v max_model_len:v max_num_batched_tokens:v '
+            'max_num_partial_prefills:v max_num_seqs:v max_parallel_loading_workers:v max_seq_len_to_capture:v '
+            'media_io_kwargs:j middleware:l mm_processor_cache_gb:v mm_processor_kwargs:j model:v model_impl:v '
+            'model_loader_extra_config:j num_gpu_blocks_override:v num_lookahead_slots:v '
+            'num_redundant_experts:v otlp_traces_endpoint:v override_attention_dtype:v '
+            'override_generation_config:j override_neuron_config:j override_pooler_config:j '
+            'pipeline_parallel_size:v port:v preemption_mode:v prefix_caching_hash_algo:v '
+            'pt_load_map_location:j quantization:v ray_workers_use_nsight:b reasoning_parser:v response_role:v '
+            'return_tokens_as_token_ids:b revision:v root_path:v rope_scaling:j rope_theta:v runner:v '
+            'scheduler_cls:v scheduler_delay_factor:v scheduling_policy:v seed:v served_model_name:l '
+            'show_hidden_metrics_for_version:v skip_mm_profiling:b skip_tokenizer_init:b speculative_config:j '
+            'ssl_ca_certs:v ssl_cert_reqs:v ssl_certfile:v ssl_keyfile:v swap_space:v task:v '
+            'tensor_parallel_size:v tokenizer:v tokenizer_mode:v tokenizer_revision:v tool_call_parser:v '
+            'tool_parser_plugin:v tool_server:v trust_remote_code:b uds:v use_tqdm_on_load:b '
+            'uvicorn_log_level:v worker_cls:v worker_extension_cls:v'),
+    },
     '0.10.2': {
         'source': (
             'vllm-0.10.2.tar.gz from PyPI (https://pypi.org/project/vllm/0.10.2/), sha256 '
@@ -687,6 +849,141 @@ RELEASES = {
             'trust_remote_code:b trust_request_chat_template:b ubatch_size:v uds:v use_tqdm_on_load:b '
             'uvicorn_log_level:v video_pruning_rate:v worker_cls:v worker_extension_cls:v'),
     },
+    '0.15.0': {
+        'source': (
+            'vllm-0.15.0-cp38-abi3-manylinux_2_31_aarch64.whl from PyPI (https://pypi.org/project/vllm/0.15.0/; '
+            'the release has no sdist), sha256 '
+            'faa6d7bc5f65b1b6f8b1e6a028759f78246113294fbc7e6633d25459d652d2a7; only the files '
+            'tools/vllm_release_facts.py reads are kept.'),
+        'config': {
+            'false': 'dropped',
+            'true': 'flag',
+            'mapping': 'repr',
+            'list': 'items',
+            'store_boolean': False,
+            'config_first': 'works',
+            'config_after_option': 'works',
+        },
+        'options': (
+            'additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
+            'allow_deprecated_quantization:b allowed_headers:j allowed_local_media_path:v '
+            'allowed_media_domains:l allowed_methods:j allowed_origins:j api_key:l api_server_count:v '
+            'async_scheduling:b attention_backend:v attention_config:j block_size:v calculate_kv_scales:b '
+            'chat_template:v chat_template_content_format:v code_revision:v collect_detailed_traces:l '
+            'compilation_config:j config_format:v convert:v cp_kv_cache_interleave_size:v cpu_offload_gb:v '
+            'cudagraph_capture_sizes:l cudagraph_metrics:b data_parallel_address:v data_parallel_backend:v '
+            'data_parallel_external_lb:b data_parallel_hybrid_lb:b data_parallel_rank:v '
+            'data_parallel_rpc_port:v data_parallel_size:v data_parallel_size_local:v '
+            'data_parallel_start_rank:v dbo_decode_token_threshold:v dbo_prefill_token_threshold:v '
+            'dcp_kv_cache_interleave_size:v decode_context_parallel_size:v default_chat_template_kwargs:j '
+            'default_mm_loras:j disable_cascade_attn:b disable_chunked_mm_input:b disable_custom_all_reduce:b '
+            'disable_fastapi_docs:b disable_frontend_multiprocessing:b disable_hybrid_kv_cache_manager:b '
+            'disable_log_requests:b disable_log_stats:f disable_nccl_for_dp_synchronization:b '
+            'disable_sliding_window:b disable_uvicorn_access_log:b distributed_executor_backend:v '
+            'download_dir:v dtype:v ec_transfer_config:j enable_auto_tool_choice:b enable_chunked_prefill:b '
+            'enable_dbo:b enable_eplb:b enable_expert_parallel:b enable_force_include_usage:b '
+            'enable_layerwise_nvtx_tracing:b enable_log_deltas:b enable_log_outputs:b enable_log_requests:b '
+            'enable_logging_iteration_details:b enable_lora:b enable_mfu_metrics:b enable_mm_embeds:b '
+            'enable_offline_docs:b enable_prefix_caching:b enable_prompt_embeds:b '
+            'enable_prompt_tokens_details:b enable_request_id_headers:b enable_return_routed_experts:b '
+            'enable_server_load_tracking:b enable_sleep_mode:b enable_ssl_refresh:b '
+            'enable_tokenizer_info_endpoint:b enable_tower_connector_lora:b enforce_eager:b eplb_config:j '
+            'exclude_tools_when_tool_choice_none:b expert_placement_strategy:v fully_sharded_loras:b '
+            'generation_config:v gpu_memory_utilization:v h11_max_header_count:v '
+            'h11_max_incomplete_event_size:v headless:f hf_config_path:v hf_overrides:j hf_token:v host:v '
+            'ignore_patterns:l interleave_mm_strings:b io_processor_plugin:v kv_cache_dtype:v '
+            'kv_cache_memory_bytes:v kv_cache_metrics:b kv_cache_metrics_sample:v kv_events_config:j '
+            'kv_offloading_backend:v kv_offloading_size:v kv_sharing_fast_prefill:b kv_transfer_config:j '
+            'limit_mm_per_prompt:j load_format:v log_config_file:v log_error_stack:b logits_processor_pattern:v '
+            'logits_processors:l logprobs_mode:v long_prefill_token_threshold:v lora_dtype:v lora_modules:l '
+            'mamba_block_size:v mamba_cache_dtype:v mamba_cache_mode:v mamba_ssm_cache_dtype:v master_addr:v '
+            'master_port:v max_cpu_loras:v max_cudagraph_capture_size:v max_log_len:v max_logprobs:v '
+            'max_long_partial_prefills:v max_lora_rank:v max_loras:v max_model_len:v max_num_batched_tokens:v '
+            'max_num_partial_prefills:v max_num_seqs:v max_parallel_loading_workers:v media_io_kwargs:j '
+            'middleware:l mm_encoder_attn_backend:v mm_encoder_only:b mm_encoder_tp_mode:v '
+            'mm_processor_cache_gb:v mm_processor_cache_type:v mm_processor_kwargs:j '
+            'mm_shm_cache_max_object_size_mb:v model:v model_impl:v model_loader_extra_config:j nnodes:v '
+            'node_rank:v num_gpu_blocks_override:v optimization_level:v otlp_traces_endpoint:v '
+            'override_attention_dtype:v override_generation_config:j pipeline_parallel_size:v pooler_config:j '
+            'port:v prefill_context_parallel_size:v prefix_caching_hash_algo:v profiler_config:j '
+            'pt_load_map_location:j quantization:v ray_workers_use_nsight:b reasoning_parser:v '
+            'reasoning_parser_plugin:v response_role:v return_tokens_as_token_ids:b revision:v root_path:v '
+            'runner:v safetensors_load_strategy:v scheduler_cls:v scheduling_policy:v seed:v '
+            'served_model_name:l show_hidden_metrics_for_version:v skip_mm_profiling:b skip_tokenizer_init:b '
+            'speculative_config:j ssl_ca_certs:v ssl_cert_reqs:v ssl_certfile:v ssl_ciphers:v ssl_keyfile:v '
+            'stream_interval:v structured_outputs_config:j swap_space:v tensor_parallel_size:v tokenizer:v '
+            'tokenizer_mode:v tokenizer_revision:v tokens_only:b tool_call_parser:v tool_parser_plugin:v '
+            'tool_server:v trust_remote_code:b trust_request_chat_template:b ubatch_size:v uds:v '
+            'use_tqdm_on_load:b uvicorn_log_level:v video_pruning_rate:v worker_cls:v worker_extension_cls:v'),
+    },
+    '0.16.0': {
+        'source': (
+            'vllm-0.16.0.tar.gz from PyPI (https://pypi.org/project/vllm/0.16.0/), sha256 '
+            '1f684bb31fbef59d862e2fe666e23a41f1d39d93f86215ce1ce1db89a8f5665b; only the files '
+            'tools/vllm_release_facts.py reads are kept.'),
+        'config': {
+            'false': 'dropped',
+            'true': 'flag',
+            'mapping': 'json',
+            'list': 'items',
+            'store_boolean': False,
+            'config_first': 'works',
+            'config_after_option': 'works',
+        },
+        'options': (
+            'additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
+            'allow_deprecated_quantization:b allowed_headers:j allowed_local_media_path:v '
+            'allowed_media_domains:l allowed_methods:j allowed_origins:j api_key:l api_server_count:v '
+            'async_scheduling:b attention_backend:v attention_config:j block_size:v calculate_kv_scales:b '
+            'chat_template:v chat_template_content_format:v code_revision:v collect_detailed_traces:l '
+            'compilation_config:j config_format:v convert:v cp_kv_cache_interleave_size:v cpu_offload_gb:v '
+            'cudagraph_capture_sizes:l cudagraph_metrics:b data_parallel_address:v data_parallel_backend:v '
+            'data_parallel_external_lb:b data_parallel_hybrid_lb:b data_parallel_rank:v '
+            'data_parallel_rpc_port:v data_parallel_size:v data_parallel_size_local:v '
+            'data_parallel_start_rank:v dbo_decode_token_threshold:v dbo_prefill_token_threshold:v '
+            'dcp_kv_cache_interleave_size:v decode_context_parallel_size:v default_chat_template_kwargs:j '
+            'default_mm_loras:j disable_access_log_for_endpoints:v disable_cascade_attn:b '
+            'disable_chunked_mm_input:b disable_custom_all_reduce:b disable_fastapi_docs:b '
+            'disable_frontend_multiprocessing:b disable_hybrid_kv_cache_manager:b disable_log_requests:b '
+            'disable_log_stats:f disable_nccl_for_dp_synchronization:b disable_sliding_window:b '
+            'disable_uvicorn_access_log:b distributed_executor_backend:v download_dir:v dtype:v '
+            'ec_transfer_config:j enable_auto_tool_choice:b enable_chunked_prefill:b enable_dbo:b enable_eplb:b '
+            'enable_expert_parallel:b enable_flashinfer_autotune:b enable_force_include_usage:b '
+            'enable_layerwise_nvtx_tracing:b enable_log_deltas:b enable_log_outputs:b enable_log_requests:b '
+            'enable_logging_iteration_details:b enable_lora:b enable_mfu_metrics:b enable_mm_embeds:b '
+            'enable_offline_docs:b enable_prefix_caching:b enable_prompt_embeds:b '
+            'enable_prompt_tokens_details:b enable_request_id_headers:b enable_return_routed_experts:b '
+            'enable_server_load_tracking:b enable_sleep_mode:b enable_ssl_refresh:b '
+            'enable_tokenizer_info_endpoint:b enable_tower_connector_lora:b enforce_eager:b eplb_config:j '
+            'exclude_tools_when_tool_choice_none:b expert_placement_strategy:v fully_sharded_loras:b '
+            'generation_config:v gpu_memory_utilization:v h11_max_header_count:v '
+            'h11_max_incomplete_event_size:v headless:f hf_config_path:v hf_overrides:j hf_token:v host:v '
+            'ignore_patterns:l interleave_mm_strings:b io_processor_plugin:v kernel_config:j kv_cache_dtype:v '
+            'kv_cache_memory_bytes:v kv_cache_metrics:b kv_cache_metrics_sample:v kv_events_config:j '
+            'kv_offloading_backend:v kv_offloading_size:v kv_sharing_fast_prefill:b kv_transfer_config:j '
+            'limit_mm_per_prompt:j load_format:v log_config_file:v log_error_stack:b logits_processor_pattern:v '
+            'logits_processors:l logprobs_mode:v long_prefill_token_threshold:v lora_dtype:v lora_modules:l '
+            'mamba_block_size:v mamba_cache_dtype:v mamba_cache_mode:v mamba_ssm_cache_dtype:v master_addr:v '
+            'master_port:v max_cpu_loras:v max_cudagraph_capture_size:v max_log_len:v max_logprobs:v '
+            'max_long_partial_prefills:v max_lora_rank:v max_loras:v max_model_len:v max_num_batched_tokens:v '
+            'max_num_partial_prefills:v max_num_seqs:v max_parallel_loading_workers:v media_io_kwargs:j '
+            'middleware:l mm_encoder_attn_backend:v mm_encoder_only:b mm_encoder_tp_mode:v '
+            'mm_processor_cache_gb:v mm_processor_cache_type:v mm_processor_kwargs:j '
+            'mm_shm_cache_max_object_size_mb:v model:v model_impl:v model_loader_extra_config:j nnodes:v '
+            'node_rank:v num_gpu_blocks_override:v optimization_level:v otlp_traces_endpoint:v '
+            'override_attention_dtype:v override_generation_config:j pipeline_parallel_size:v pooler_config:j '
+            'port:v prefill_context_parallel_size:v prefix_caching_hash_algo:v profiler_config:j '
+            'pt_load_map_location:j quantization:v ray_workers_use_nsight:b reasoning_parser:v '
+            'reasoning_parser_plugin:v response_role:v return_tokens_as_token_ids:b revision:v root_path:v '
+            'runner:v safetensors_load_strategy:v scheduler_cls:v scheduling_policy:v seed:v '
+            'served_model_name:l show_hidden_metrics_for_version:v skip_mm_profiling:b skip_tokenizer_init:b '
+            'specialize_active_lora:b speculative_config:j ssl_ca_certs:v ssl_cert_reqs:v ssl_certfile:v '
+            'ssl_ciphers:v ssl_keyfile:v stream_interval:v structured_outputs_config:j swap_space:v '
+            'tensor_parallel_size:v tokenizer:v tokenizer_mode:v tokenizer_revision:v tokens_only:b '
+            'tool_call_parser:v tool_parser_plugin:v tool_server:v trust_remote_code:b '
+            'trust_request_chat_template:b ubatch_size:v uds:v use_tqdm_on_load:b uvicorn_log_level:v '
+            'video_pruning_rate:v weight_transfer_config:j worker_cls:v worker_extension_cls:v'),
+    },
     '0.17.0': {
         'source': (
             'vllm-0.17.0.tar.gz from PyPI (https://pypi.org/project/vllm/0.17.0/), sha256 '
@@ -828,6 +1125,78 @@ RELEASES = {
             'uvicorn_log_level:v video_pruning_rate:v weight_transfer_config:j worker_cls:v '
             'worker_extension_cls:v'),
     },
+    '0.19.1': {
+        'source': (
+            'vllm-0.19.1.tar.gz from PyPI (https://pypi.org/project/vllm/0.19.1/), sha256 '
+            '9fb88ce6b50991eba41d183584f65f51d7f6015d86a42cdabf79c1c8bd5d66fa; only the files '
+            'tools/vllm_release_facts.py reads are kept.'),
+        'config': {
+            'false': 'dropped',
+            'true': 'flag',
+            'mapping': 'json',
+            'list': 'items',
+            'store_boolean': False,
+            'config_first': 'works',
+            'config_after_option': 'works',
+        },
+        'options': (
+            'additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
+            'allow_deprecated_quantization:b allowed_headers:j allowed_local_media_path:v '
+            'allowed_media_domains:l allowed_methods:j allowed_origins:j api_key:l api_server_count:v '
+            'async_scheduling:b attention_backend:v attention_config:j block_size:v calculate_kv_scales:b '
+            'chat_template:v chat_template_content_format:v code_revision:v collect_detailed_traces:l '
+            'compilation_config:j config_format:v convert:v cp_kv_cache_interleave_size:v cpu_offload_gb:v '
+            'cpu_offload_params:l cudagraph_capture_sizes:l cudagraph_metrics:b data_parallel_address:v '
+            'data_parallel_backend:v data_parallel_external_lb:b data_parallel_hybrid_lb:b data_parallel_rank:v '
+            'data_parallel_rpc_port:v data_parallel_size:v data_parallel_size_local:v '
+            'data_parallel_start_rank:v dbo_decode_token_threshold:v dbo_prefill_token_threshold:v '
+            'dcp_comm_backend:v dcp_kv_cache_interleave_size:v decode_context_parallel_size:v '
+            'default_chat_template_kwargs:j default_mm_loras:j disable_access_log_for_endpoints:v '
+            'disable_cascade_attn:b disable_chunked_mm_input:b disable_custom_all_reduce:b '
+            'disable_fastapi_docs:b disable_hybrid_kv_cache_manager:b disable_log_stats:f '
+            'disable_nccl_for_dp_synchronization:b disable_sliding_window:b disable_uvicorn_access_log:b '
+            'distributed_executor_backend:v distributed_timeout_seconds:v download_dir:v dtype:v '
+            'ec_transfer_config:j enable_auto_tool_choice:b enable_chunked_prefill:b enable_dbo:b '
+            'enable_elastic_ep:b enable_ep_weight_filter:b enable_eplb:b enable_expert_parallel:b '
+            'enable_flashinfer_autotune:b enable_force_include_usage:b enable_layerwise_nvtx_tracing:b '
+            'enable_log_deltas:b enable_log_outputs:b enable_log_requests:b enable_logging_iteration_details:b '
+            'enable_lora:b enable_mfu_metrics:b enable_mm_embeds:b enable_offline_docs:b '
+            'enable_prefix_caching:b enable_prompt_embeds:b enable_prompt_tokens_details:b '
+            'enable_request_id_headers:b enable_return_routed_experts:b enable_server_load_tracking:b '
+            'enable_sleep_mode:b enable_ssl_refresh:b enable_tokenizer_info_endpoint:b '
+            'enable_tower_connector_lora:b enforce_eager:b eplb_config:j exclude_tools_when_tool_choice_none:b '
+            'expert_placement_strategy:v fail_on_environ_validation:b fully_sharded_loras:b '
+            'gdn_prefill_backend:v generation_config:v gpu_memory_utilization:v h11_max_header_count:v '
+            'h11_max_incomplete_event_size:v headless:f hf_config_path:v hf_overrides:j hf_token:v host:v '
+            'ignore_patterns:l interleave_mm_strings:b io_processor_plugin:v kernel_config:j kv_cache_dtype:v '
+            'kv_cache_dtype_skip_layers:l kv_cache_memory_bytes:v kv_cache_metrics:b kv_cache_metrics_sample:v '
+            'kv_events_config:j kv_offloading_backend:v kv_offloading_size:v kv_sharing_fast_prefill:b '
+            'kv_transfer_config:j language_model_only:b limit_mm_per_prompt:j load_format:v log_config_file:v '
+            'log_error_stack:b logits_processors:l logprobs_mode:v long_prefill_token_threshold:v lora_dtype:v '
+            'lora_modules:l lora_target_modules:l mamba_block_size:v mamba_cache_dtype:v mamba_cache_mode:v '
+            'mamba_ssm_cache_dtype:v master_addr:v master_port:v max_cpu_loras:v max_cudagraph_capture_size:v '
+            'max_log_len:v max_logprobs:v max_long_partial_prefills:v max_lora_rank:v max_loras:v '
+            'max_model_len:v max_num_batched_tokens:v max_num_partial_prefills:v max_num_seqs:v '
+            'max_parallel_loading_workers:v media_io_kwargs:j middleware:l mm_encoder_attn_backend:v '
+            'mm_encoder_only:b mm_encoder_tp_mode:v mm_processor_cache_gb:v mm_processor_cache_type:v '
+            'mm_processor_kwargs:j mm_shm_cache_max_object_size_mb:v mm_tensor_ipc:v model:v model_impl:v '
+            'model_loader_extra_config:j moe_backend:v nnodes:v node_rank:v num_gpu_blocks_override:v '
+            'offload_backend:v offload_group_size:v offload_num_in_group:v offload_params:l '
+            'offload_prefetch_step:v optimization_level:v otlp_traces_endpoint:v override_attention_dtype:v '
+            'override_generation_config:j performance_mode:v pipeline_parallel_size:v pooler_config:j port:v '
+            'prefill_context_parallel_size:v prefix_caching_hash_algo:v profiler_config:j '
+            'pt_load_map_location:j quantization:v ray_workers_use_nsight:b reasoning_config:j '
+            'reasoning_parser:v reasoning_parser_plugin:v renderer_num_workers:v response_role:v '
+            'return_tokens_as_token_ids:b revision:v root_path:v runner:v safetensors_load_strategy:v '
+            'scheduler_cls:v scheduler_reserve_full_isl:b scheduling_policy:v seed:v served_model_name:l '
+            'show_hidden_metrics_for_version:v shutdown_timeout:v skip_mm_profiling:b skip_tokenizer_init:b '
+            'specialize_active_lora:b speculative_config:j ssl_ca_certs:v ssl_cert_reqs:v ssl_certfile:v '
+            'ssl_ciphers:v ssl_keyfile:v stream_interval:v structured_outputs_config:j tensor_parallel_size:v '
+            'tokenizer:v tokenizer_mode:v tokenizer_revision:v tokens_only:b tool_call_parser:v '
+            'tool_parser_plugin:v tool_server:v trust_remote_code:b trust_request_chat_template:b ubatch_size:v '
+            'uds:v use_tqdm_on_load:b uvicorn_log_level:v video_pruning_rate:v weight_transfer_config:j '
+            'worker_cls:v worker_extension_cls:v'),
+    },
     '0.20.2': {
         'source': (
             'vllm-0.20.2.tar.gz from PyPI (https://pypi.org/project/vllm/0.20.2/), sha256 '
@@ -894,6 +1263,83 @@ RELEASES = {
             'reasoning_parser:v reasoning_parser_plugin:v renderer_num_workers:v response_role:v '
             'return_tokens_as_token_ids:b revision:v root_path:v runner:v safetensors_load_strategy:v '
             'scheduler_cls:v scheduler_reserve_full_isl:b scheduling_policy:v seed:v served_model_name:l '
+            'show_hidden_metrics_for_version:v shutdown_timeout:v skip_mm_profiling:b skip_tokenizer_init:b '
+            'specialize_active_lora:b speculative_config:j ssl_ca_certs:v ssl_cert_reqs:v ssl_certfile:v '
+            'ssl_ciphers:v ssl_keyfile:v stream_interval:v structured_outputs_config:j tensor_parallel_size:v '
+            'tokenizer:v tokenizer_mode:v tokenizer_revision:v tokens_only:b tool_call_parser:v '
+            'tool_parser_plugin:v tool_server:v trust_remote_code:b trust_request_chat_template:b ubatch_size:v '
+            'uds:v use_tqdm_on_load:b uvicorn_log_level:v video_pruning_rate:v weight_transfer_config:j '
+            'worker_cls:v worker_extension_cls:v'),
+    },
+    '0.21.0': {
+        'source': (
+            'vllm-0.21.0.tar.gz from PyPI (https://pypi.org/project/vllm/0.21.0/), sha256 '
+            '05ff89c3e926b88b77d7878e317a659ffba678afc21c1d48952037aa5457f058; only the files '
+            'tools/vllm_release_facts.py reads are kept.'),
+        'config': {
+            'false': 'dropped',
+            'true': 'flag',
+            'mapping': 'json',
+            'list': 'items',
+            'store_boolean': False,
+            'config_first': 'works',
+            'config_after_option': 'works',
+        },
+        'options': (
+            'additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
+            'allow_deprecated_quantization:b allowed_headers:j allowed_local_media_path:v '
+            'allowed_media_domains:l allowed_methods:j allowed_origins:j api_key:l api_server_count:v '
+            'async_scheduling:b attention_backend:v attention_config:j block_size:v calculate_kv_scales:b '
+            'chat_template:v chat_template_content_format:v code_revision:v collect_detailed_traces:l '
+            'compilation_config:j config_format:v convert:v cp_kv_cache_interleave_size:v cpu_offload_gb:v '
+            'cpu_offload_params:l cudagraph_capture_sizes:l cudagraph_metrics:b data_parallel_address:v '
+            'data_parallel_backend:v data_parallel_external_lb:b data_parallel_hybrid_lb:b data_parallel_rank:v '
+            'data_parallel_rpc_port:v data_parallel_size:v data_parallel_size_local:v '
+            'data_parallel_start_rank:v dbo_decode_token_threshold:v dbo_prefill_token_threshold:v '
+            'dcp_comm_backend:v dcp_kv_cache_interleave_size:v decode_context_parallel_size:v '
+            'default_chat_template_kwargs:j default_mm_loras:j disable_access_log_for_endpoints:v '
+            'disable_cascade_attn:b disable_chunked_mm_input:b disable_custom_all_reduce:b '
+            'disable_fastapi_docs:b disable_hybrid_kv_cache_manager:b disable_log_stats:f '
+            'disable_nccl_for_dp_synchronization:b disable_sliding_window:b disable_uvicorn_access_log:b '
+            'distributed_executor_backend:v distributed_timeout_seconds:v download_dir:v dtype:v '
+            'ec_transfer_config:j enable_auto_tool_choice:b enable_chunked_prefill:b enable_dbo:b '
+            'enable_elastic_ep:b enable_ep_weight_filter:b enable_eplb:b enable_expert_parallel:b '
+            'enable_flash_late_interaction:b enable_flashinfer_autotune:b enable_force_include_usage:b '
+            'enable_layerwise_nvtx_tracing:b enable_log_deltas:b enable_log_outputs:b enable_log_requests:b '
+            'enable_logging_iteration_details:b enable_lora:b enable_mamba_cache_stochastic_rounding:b '
+            'enable_mfu_metrics:b enable_mm_embeds:b enable_offline_docs:b enable_prefix_caching:b '
+            'enable_prompt_embeds:b enable_prompt_tokens_details:b enable_request_id_headers:b '
+            'enable_return_routed_experts:b enable_server_load_tracking:b enable_sleep_mode:b '
+            'enable_ssl_refresh:b enable_tokenizer_info_endpoint:b enable_tower_connector_lora:b '
+            'enforce_eager:b eplb_config:j exclude_tools_when_tool_choice_none:b expert_placement_strategy:v '
+            'fail_on_environ_validation:b fingerprint_mode:v fingerprint_value:v fully_sharded_loras:b '
+            'gdn_prefill_backend:v generation_config:v gpu_memory_utilization:v grpc:f h11_max_header_count:v '
+            'h11_max_incomplete_event_size:v headless:f hf_config_path:v hf_overrides:j hf_token:v host:v '
+            'ignore_patterns:l interleave_mm_strings:b io_processor_plugin:v ir_op_priority:j kernel_config:j '
+            'kv_cache_dtype:v kv_cache_dtype_skip_layers:l kv_cache_memory_bytes:v kv_cache_metrics:b '
+            'kv_cache_metrics_sample:v kv_events_config:j kv_offloading_backend:v kv_offloading_size:v '
+            'kv_sharing_fast_prefill:b kv_transfer_config:j language_model_only:b limit_mm_per_prompt:j '
+            'load_format:v log_config_file:v log_error_stack:b logits_processors:l logprobs_mode:v '
+            'long_prefill_token_threshold:v lora_dtype:v lora_modules:l lora_target_modules:l mamba_backend:v '
+            'mamba_block_size:v mamba_cache_dtype:v mamba_cache_mode:v mamba_cache_philox_rounds:v '
+            'mamba_ssm_cache_dtype:v master_addr:v master_port:v max_cpu_loras:v max_cudagraph_capture_size:v '
+            'max_log_len:v max_logprobs:v max_long_partial_prefills:v max_lora_rank:v max_loras:v '
+            'max_model_len:v max_num_batched_tokens:v max_num_partial_prefills:v max_num_seqs:v '
+            'max_parallel_loading_workers:v media_io_kwargs:j middleware:l mm_encoder_attn_backend:v '
+            'mm_encoder_attn_dtype:v mm_encoder_fp8_scale_path:v mm_encoder_fp8_scale_save_margin:v '
+            'mm_encoder_fp8_scale_save_path:v mm_encoder_only:b mm_encoder_tp_mode:v mm_processor_cache_gb:v '
+            'mm_processor_cache_type:v mm_processor_kwargs:j mm_shm_cache_max_object_size_mb:v mm_tensor_ipc:v '
+            'model:v model_impl:v model_loader_extra_config:j moe_backend:v nnodes:v node_rank:v '
+            'num_gpu_blocks_override:v numa_bind:b numa_bind_cpus:l numa_bind_nodes:l offload_backend:v '
+            'offload_group_size:v offload_num_in_group:v offload_params:l offload_prefetch_step:v '
+            'optimization_level:v otlp_traces_endpoint:v override_attention_dtype:v '
+            'override_generation_config:j performance_mode:v pipeline_parallel_size:v pooler_config:j port:v '
+            'prefill_context_parallel_size:v prefix_caching_hash_algo:v profiler_config:j '
+            'pt_load_map_location:j quantization:v ray_workers_use_nsight:b reasoning_config:j '
+            'reasoning_parser:v reasoning_parser_plugin:v renderer_num_workers:v response_role:v '
+            'return_tokens_as_token_ids:b revision:v root_path:v runner:v safetensors_load_strategy:v '
+            'safetensors_prefetch_block_size:v safetensors_prefetch_num_threads:v scheduler_cls:v '
+            'scheduler_reserve_full_isl:b scheduling_policy:v seed:v served_model_name:l '
             'show_hidden_metrics_for_version:v shutdown_timeout:v skip_mm_profiling:b skip_tokenizer_init:b '
             'specialize_active_lora:b speculative_config:j ssl_ca_certs:v ssl_cert_reqs:v ssl_certfile:v '
             'ssl_ciphers:v ssl_keyfile:v stream_interval:v structured_outputs_config:j tensor_parallel_size:v '
@@ -1062,6 +1508,613 @@ RELEASES = {
             'tokenizer_revision:v tokens_only:b tool_call_parser:v tool_parser_plugin:v tool_server:v '
             'trust_remote_code:b trust_request_chat_template:b ubatch_size:v uds:v use_fp64_gumbel:b '
             'use_tqdm_on_load:b uvicorn_log_level:v video_pruning_rate:v weight_transfer_config:j worker_cls:v '
+            'worker_extension_cls:v'),
+    },
+    '0.24.0': {
+        'source': (
+            'vllm-0.24.0.tar.gz from PyPI (https://pypi.org/project/vllm/0.24.0/), sha256 '
+            '0862453adc1f3339f1a0c9dca1179c34d6ed6e118f87b6e5bddd120af614ac66; only the files '
+            'tools/vllm_release_facts.py reads are kept.'),
+        'config': {
+            'false': 'dropped',
+            'true': 'flag',
+            'mapping': 'json',
+            'list': 'items',
+            'store_boolean': False,
+            'config_first': 'works',
+            'config_after_option': 'works',
+        },
+        'options': (
+            'additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
+            'allow_deprecated_quantization:b allowed_headers:j allowed_local_media_path:v '
+            'allowed_media_domains:l allowed_methods:j allowed_origins:j api_key:l api_server_count:v '
+            'async_scheduling:b attention_backend:v attention_config:j block_size:v calculate_kv_scales:b '
+            'chat_template:v chat_template_content_format:v code_revision:v collect_detailed_traces:l '
+            'compilation_config:j config_format:v convert:v cp_kv_cache_interleave_size:v '
+            'cpu_distributed_timeout_seconds:v cpu_offload_gb:v cpu_offload_params:l cudagraph_capture_sizes:l '
+            'cudagraph_metrics:b data_parallel_address:v data_parallel_backend:v data_parallel_external_lb:b '
+            'data_parallel_hybrid_lb:b data_parallel_multi_port_external_lb:f data_parallel_rank:v '
+            'data_parallel_rpc_port:v data_parallel_size:v data_parallel_size_local:v '
+            'data_parallel_start_rank:v data_parallel_supervisor_port:v dbo_decode_token_threshold:v '
+            'dbo_prefill_token_threshold:v dcp_comm_backend:v dcp_kv_cache_interleave_size:v '
+            'decode_context_parallel_size:v default_chat_template_kwargs:j default_mm_loras:j device_ids:v '
+            'diffusion_config:j disable_access_log_for_endpoints:v disable_cascade_attn:b '
+            'disable_chunked_mm_input:b disable_custom_all_reduce:b disable_fastapi_docs:b '
+            'disable_hybrid_kv_cache_manager:b disable_log_stats:f disable_nccl_for_dp_synchronization:b '
+            'disable_sliding_window:b disable_uvicorn_access_log:b distributed_executor_backend:v '
+            'distributed_timeout_seconds:v download_dir:v dp_supervisor_probe_failure_threshold:v '
+            'dp_supervisor_probe_interval_s:v dp_supervisor_probe_timeout_s:v dtype:v ec_transfer_config:j '
+            'enable_auto_tool_choice:b enable_chunked_prefill:b enable_cumem_allocator:b enable_dbo:b '
+            'enable_elastic_ep:b enable_ep_weight_filter:b enable_eplb:b enable_expert_parallel:b '
+            'enable_flash_late_interaction:b enable_flashinfer_autotune:b enable_force_include_usage:b '
+            'enable_layerwise_nvtx_tracing:b enable_log_deltas:b enable_log_outputs:b enable_log_requests:b '
+            'enable_logging_iteration_details:b enable_lora:b enable_mamba_cache_stochastic_rounding:b '
+            'enable_mfu_metrics:b enable_mixed_moe_lora_format:b enable_mm_embeds:b enable_offline_docs:b '
+            'enable_prefix_caching:b enable_prompt_embeds:b enable_prompt_tokens_details:b '
+            'enable_request_id_headers:b enable_return_routed_experts:b enable_server_load_tracking:b '
+            'enable_sleep_mode:b enable_ssl_refresh:b enable_tokenizer_info_endpoint:b '
+            'enable_tower_connector_lora:b enforce_eager:b eplb_config:j exclude_tools_when_tool_choice_none:b '
+            'expert_placement_strategy:v fail_on_environ_validation:b fingerprint_mode:v fingerprint_value:v '
+            'fully_sharded_loras:b gdn_prefill_backend:v generation_config:v gpu_memory_utilization:v grpc:f '
+            'h11_max_header_count:v h11_max_incomplete_event_size:v headless:f hf_config_path:v hf_overrides:j '
+            'hf_token:v host:v ignore_patterns:l interleave_mm_strings:b io_processor_plugin:v ir_op_priority:j '
+            'jit_monitor_verbose:b kernel_config:j kv_cache_dtype:v kv_cache_dtype_skip_layers:l '
+            'kv_cache_memory_bytes:v kv_cache_metrics:b kv_cache_metrics_sample:v kv_events_config:j '
+            'kv_offloading_backend:v kv_offloading_size:v kv_sharing_fast_prefill:b kv_transfer_config:j '
+            'language_model_only:b limit_mm_per_prompt:j linear_backend:v load_format:v log_config_file:v '
+            'log_error_stack:b logits_processors:l logprobs_mode:v long_prefill_token_threshold:v lora_dtype:v '
+            'lora_modules:l lora_target_modules:l mamba_backend:v mamba_block_size:v mamba_cache_dtype:v '
+            'mamba_cache_mode:v mamba_cache_philox_rounds:v mamba_ssm_cache_dtype:v master_addr:v master_port:v '
+            'max_cpu_loras:v max_cudagraph_capture_size:v max_log_len:v max_logprobs:v '
+            'max_long_partial_prefills:v max_lora_rank:v max_loras:v max_model_len:v max_num_batched_tokens:v '
+            'max_num_partial_prefills:v max_num_seqs:v max_parallel_loading_workers:v media_io_kwargs:j '
+            'middleware:l mm_encoder_attn_backend:v mm_encoder_attn_dtype:v mm_encoder_fp8_scale_path:v '
+            'mm_encoder_fp8_scale_save_margin:v mm_encoder_fp8_scale_save_path:v mm_encoder_only:b '
+            'mm_encoder_tp_mode:v mm_processor_cache_gb:v mm_processor_cache_type:v mm_processor_kwargs:j '
+            'mm_shm_cache_max_object_size_mb:v mm_tensor_ipc:v model:v model_impl:v model_loader_extra_config:j '
+            'moe_backend:v nnodes:v node_rank:v num_gpu_blocks_override:v numa_bind:b numa_bind_cpus:l '
+            'numa_bind_nodes:l offload_backend:v offload_group_size:v offload_num_in_group:v offload_params:l '
+            'offload_prefetch_step:v optimization_level:v otlp_traces_endpoint:v override_attention_dtype:v '
+            'override_generation_config:j performance_mode:v pipeline_parallel_size:v pooler_config:j port:v '
+            'prefill_context_parallel_size:v prefill_schedule_interval:v prefix_caching_hash_algo:v '
+            'profiler_config:j pt_load_map_location:j quantization:v quantization_config:j '
+            'ray_workers_use_nsight:b reasoning_config:j reasoning_parser:v reasoning_parser_plugin:v '
+            'renderer_num_workers:v response_role:v return_tokens_as_token_ids:b revision:v root_path:v '
+            'runner:v safetensors_load_strategy:v safetensors_prefetch_block_size:v '
+            'safetensors_prefetch_num_threads:v scheduler_cls:v scheduler_reserve_full_isl:b '
+            'scheduling_policy:v seed:v served_model_name:l show_hidden_metrics_for_version:v '
+            'shutdown_timeout:v skip_mm_profiling:b skip_tokenizer_init:b spec_method:v spec_model:v '
+            'spec_tokens:v specialize_active_lora:b speculative_config:j ssl_ca_certs:v ssl_cert_reqs:v '
+            'ssl_certfile:v ssl_ciphers:v ssl_keyfile:v stream_interval:v structured_outputs_config:j '
+            'tensor_parallel_size:v tokenizer:v tokenizer_mode:v tokenizer_revision:v tokens_only:b '
+            'tool_call_parser:v tool_parser_plugin:v tool_server:v trust_remote_code:b '
+            'trust_request_chat_template:b ubatch_size:v uds:v use_fp64_gumbel:b use_tqdm_on_load:b '
+            'uvicorn_log_level:v video_pruning_rate:v watermark:v weight_transfer_config:j worker_cls:v '
+            'worker_extension_cls:v'),
+    },
+    '0.25.1': {
+        'source': (
+            'vllm-0.25.1.tar.gz from PyPI (https://pypi.org/project/vllm/0.25.1/), sha256 '
+            'ddbdec3f1c0f21afa70b7eb6ddf3faa29d26b1302ee4b5d5e00ec3af41b0c2e4; only the files '
+            'tools/vllm_release_facts.py reads are kept.'),
+        'config': {
+            'false': 'dropped',
+            'true': 'flag',
+            'mapping': 'json',
+            'list': 'items',
+            'store_boolean': False,
+            'config_first': 'works',
+            'config_after_option': 'works',
+        },
+        'options': (
+            'additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
+            'allow_deprecated_quantization:b allowed_headers:j allowed_local_media_path:v '
+            'allowed_media_domains:l allowed_methods:j allowed_origins:j api_key:l api_server_count:v '
+            'async_scheduling:b attention_backend:v attention_config:j block_size:v calculate_kv_scales:b '
+            'chat_template:v chat_template_content_format:v code_revision:v collect_detailed_traces:l '
+            'compilation_config:j config_format:v convert:v cp_kv_cache_interleave_size:v '
+            'cpu_distributed_timeout_seconds:v cpu_offload_gb:v cpu_offload_params:l cudagraph_capture_sizes:l '
+            'cudagraph_metrics:b data_parallel_address:v data_parallel_backend:v data_parallel_external_lb:b '
+            'data_parallel_hybrid_lb:b data_parallel_multi_port_external_lb:f data_parallel_rank:v '
+            'data_parallel_rpc_port:v data_parallel_size:v data_parallel_size_local:v '
+            'data_parallel_start_rank:v data_parallel_supervisor_port:v dbo_decode_token_threshold:v '
+            'dbo_prefill_token_threshold:v dcp_comm_backend:v dcp_kv_cache_interleave_size:v '
+            'decode_context_parallel_size:v default_chat_template_kwargs:j default_mm_loras:j device_ids:v '
+            'diffusion_config:j disable_access_log_for_endpoints:v disable_cascade_attn:b '
+            'disable_chunked_mm_input:b disable_custom_all_reduce:b disable_fastapi_docs:b '
+            'disable_hybrid_kv_cache_manager:b disable_log_stats:f disable_nccl_for_dp_synchronization:b '
+            'disable_sliding_window:b disable_uvicorn_access_log:b distributed_executor_backend:v '
+            'distributed_timeout_seconds:v download_dir:v dp_supervisor_probe_failure_threshold:v '
+            'dp_supervisor_probe_interval_s:v dp_supervisor_probe_timeout_s:v dtype:v ec_transfer_config:j '
+            'enable_auto_tool_choice:b enable_chunked_prefill:b enable_cumem_allocator:b enable_dbo:b '
+            'enable_elastic_ep:b enable_ep_weight_filter:b enable_eplb:b enable_expert_parallel:b '
+            'enable_flash_late_interaction:b enable_flashinfer_autotune:b enable_force_include_usage:b '
+            'enable_layerwise_nvtx_tracing:b enable_log_deltas:b enable_log_outputs:b enable_log_requests:b '
+            'enable_logging_iteration_details:b enable_lora:b enable_mamba_cache_stochastic_rounding:b '
+            'enable_mfu_metrics:b enable_mixed_moe_lora_format:b enable_mm_embeds:b enable_offline_docs:b '
+            'enable_per_request_metrics:b enable_prefix_caching:b enable_prompt_embeds:b '
+            'enable_prompt_tokens_details:b enable_request_id_headers:b enable_return_routed_experts:b '
+            'enable_server_load_tracking:b enable_sleep_mode:b enable_ssl_refresh:b '
+            'enable_tokenizer_info_endpoint:b enable_tower_connector_lora:b enforce_eager:b eplb_config:j '
+            'exclude_tools_when_tool_choice_none:b expert_placement_strategy:v fail_on_environ_validation:b '
+            'fingerprint_mode:v fingerprint_value:v fully_sharded_loras:b gdn_prefill_backend:v '
+            'generation_config:v gpu_memory_utilization:v grpc:f h11_max_header_count:v '
+            'h11_max_incomplete_event_size:v headless:f hf_config_path:v hf_overrides:j hf_token:v host:v '
+            'ignore_patterns:l interleave_mm_strings:b io_processor_plugin:v ir_op_priority:j '
+            'jit_monitor_mode:v jit_monitor_verbose:b kernel_config:j kv_cache_dtype:v '
+            'kv_cache_dtype_skip_layers:l kv_cache_memory_bytes:v kv_cache_metrics:b kv_cache_metrics_sample:v '
+            'kv_events_config:j kv_offloading_backend:v kv_offloading_size:v kv_sharing_fast_prefill:b '
+            'kv_transfer_config:j language_model_only:b limit_mm_per_prompt:j linear_backend:v load_format:v '
+            'log_config_file:v log_error_stack:b logits_processors:l logprobs_mode:v '
+            'long_prefill_token_threshold:v lora_dtype:v lora_modules:l lora_target_modules:l mamba_backend:v '
+            'mamba_block_size:v mamba_cache_dtype:v mamba_cache_mode:v mamba_cache_philox_rounds:v '
+            'mamba_ssm_cache_dtype:v master_addr:v master_port:v max_cpu_loras:v max_cudagraph_capture_size:v '
+            'max_log_len:v max_logprobs:v max_long_partial_prefills:v max_lora_rank:v max_loras:v '
+            'max_model_len:v max_num_batched_tokens:v max_num_partial_prefills:v max_num_seqs:v '
+            'max_parallel_loading_workers:v media_io_kwargs:j middleware:l mm_encoder_attn_backend:v '
+            'mm_encoder_attn_dtype:v mm_encoder_fp8_scale_path:v mm_encoder_fp8_scale_save_margin:v '
+            'mm_encoder_fp8_scale_save_path:v mm_encoder_only:b mm_encoder_tp_mode:v mm_ipc_gpu_memory_gb:v '
+            'mm_processor_cache_gb:v mm_processor_cache_type:v mm_processor_kwargs:j '
+            'mm_shm_cache_max_object_size_mb:v mm_tensor_ipc:v model:v model_class_overrides:j model_impl:v '
+            'model_loader_extra_config:j moe_backend:v nnodes:v node_rank:v num_gpu_blocks_override:v '
+            'numa_bind:b numa_bind_cpus:l numa_bind_nodes:l offload_backend:v offload_group_size:v '
+            'offload_num_in_group:v offload_params:l offload_prefetch_step:v optimization_level:v '
+            'otlp_traces_endpoint:v override_attention_dtype:v override_generation_config:j performance_mode:v '
+            'pipeline_parallel_size:v pooler_config:j port:v prefill_context_parallel_size:v '
+            'prefill_schedule_interval:v prefix_caching_hash_algo:v profiler_config:j pt_load_map_location:j '
+            'quantization:v quantization_config:j ray_workers_use_nsight:b reasoning_config:j '
+            'reasoning_parser:v reasoning_parser_plugin:v renderer_num_workers:v response_role:v '
+            'return_tokens_as_token_ids:b revision:v root_path:v runner:v safetensors_load_strategy:v '
+            'safetensors_prefetch_block_size:v safetensors_prefetch_num_threads:v scheduler_cls:v '
+            'scheduler_reserve_full_isl:b scheduling_policy:v seed:v served_model_name:l '
+            'show_hidden_metrics_for_version:v shutdown_timeout:v skip_mm_profiling:b skip_tokenizer_init:b '
+            'spec_method:v spec_model:v spec_tokens:v specialize_active_lora:b speculative_config:j '
+            'ssl_ca_certs:v ssl_cert_reqs:v ssl_certfile:v ssl_ciphers:v ssl_keyfile:v stream_interval:v '
+            'structured_outputs_config:j tensor_parallel_size:v tokenizer:v tokenizer_mode:v '
+            'tokenizer_revision:v tokens_only:b tool_call_parser:v tool_parser_plugin:v tool_server:v '
+            'trust_remote_code:b trust_request_chat_template:b ubatch_size:v uds:v use_fp64_gumbel:b '
+            'use_tqdm_on_load:b uvicorn_log_level:v video_pruning_rate:v watermark:v weight_transfer_config:j '
+            'worker_cls:v worker_extension_cls:v'),
+    },
+    '0.26.0': {
+        'source': (
+            'vllm-0.26.0.tar.gz from PyPI (https://pypi.org/project/vllm/0.26.0/), sha256 '
+            '23e9fa19d7e20ce7dcc1c074d41503e2116d23f19e688f5d5ea91b741f958502; only the files '
+            'tools/vllm_release_facts.py reads are kept.'),
+        'config': {
+            'false': 'dropped',
+            'true': 'flag',
+            'mapping': 'json',
+            'list': 'items',
+            'store_boolean': False,
+            'config_first': 'works',
+            'config_after_option': 'works',
+        },
+        'options': (
+            'additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
+            'allow_deprecated_quantization:b allowed_headers:j allowed_local_media_path:v '
+            'allowed_media_domains:l allowed_methods:j allowed_origins:j api_key:l api_server_count:v '
+            'async_scheduling:b attention_backend:v attention_config:j block_size:v calculate_kv_scales:b '
+            'chat_template:v chat_template_content_format:v code_revision:v collect_detailed_traces:l '
+            'compilation_config:j config_format:v convert:v cp_kv_cache_interleave_size:v '
+            'cpu_distributed_timeout_seconds:v cpu_offload_gb:v cpu_offload_params:l cudagraph_capture_sizes:l '
+            'cudagraph_metrics:b data_parallel_address:v data_parallel_backend:v data_parallel_external_lb:b '
+            'data_parallel_hybrid_lb:b data_parallel_multi_port_external_lb:f data_parallel_rank:v '
+            'data_parallel_rpc_port:v data_parallel_size:v data_parallel_size_local:v '
+            'data_parallel_start_rank:v data_parallel_supervisor_port:v dbo_decode_token_threshold:v '
+            'dbo_prefill_token_threshold:v dcp_comm_backend:v dcp_kv_cache_interleave_size:v '
+            'decode_context_parallel_size:v default_chat_template_kwargs:j default_mm_loras:j device_ids:v '
+            'diffusion_config:j disable_access_log_for_endpoints:v disable_cascade_attn:b '
+            'disable_chunked_mm_input:b disable_custom_all_reduce:b disable_fastapi_docs:b '
+            'disable_hybrid_kv_cache_manager:b disable_log_stats:f disable_nccl_for_dp_synchronization:b '
+            'disable_sliding_window:b disable_uvicorn_access_log:b distributed_executor_backend:v '
+            'distributed_timeout_seconds:v download_dir:v dp_supervisor_probe_failure_threshold:v '
+            'dp_supervisor_probe_interval_s:v dp_supervisor_probe_timeout_s:v dtype:v ec_transfer_config:j '
+            'enable_auto_tool_choice:b enable_bf16x3_router_gemm:b enable_chunked_prefill:b '
+            'enable_cumem_allocator:b enable_dbo:b enable_elastic_ep:b enable_ep_weight_filter:b enable_eplb:b '
+            'enable_expert_parallel:b enable_flash_late_interaction:b enable_flashinfer_autotune:b '
+            'enable_force_include_usage:b enable_layerwise_nvtx_tracing:b enable_log_deltas:b '
+            'enable_log_outputs:b enable_log_requests:b enable_logging_iteration_details:b enable_lora:b '
+            'enable_mamba_cache_stochastic_rounding:b enable_mfu_metrics:b enable_mixed_moe_lora_format:b '
+            'enable_mm_embeds:b enable_moe_shared_loras:b enable_offline_docs:b enable_per_request_metrics:b '
+            'enable_prefix_caching:b enable_prompt_embeds:b enable_prompt_tokens_details:b '
+            'enable_request_id_headers:b enable_return_routed_experts:b enable_server_load_tracking:b '
+            'enable_sleep_mode:b enable_ssl_refresh:b enable_tokenizer_info_endpoint:b '
+            'enable_tower_connector_lora:b enforce_eager:b eplb_config:j exclude_tools_when_tool_choice_none:b '
+            'expert_placement_strategy:v fail_on_environ_validation:b fingerprint_mode:v fingerprint_value:v '
+            'fully_sharded_loras:b gdn_prefill_backend:v generation_config:v gpu_memory_utilization:v grpc:f '
+            'h11_max_header_count:v h11_max_incomplete_event_size:v headless:f hf_config_path:v hf_overrides:j '
+            'hf_token:v host:v ignore_patterns:l interleave_mm_strings:b io_processor_plugin:v ir_op_priority:j '
+            'jit_monitor_mode:v jit_monitor_verbose:b kernel_config:j kv_cache_dtype:v '
+            'kv_cache_dtype_skip_layers:l kv_cache_memory_bytes:v kv_cache_metrics:b kv_cache_metrics_sample:v '
+            'kv_events_config:j kv_offloading_backend:v kv_offloading_size:v kv_sharing_fast_prefill:b '
+            'kv_transfer_config:j language_model_only:b limit_mm_per_prompt:j linear_backend:v load_format:v '
+            'log_config_file:v log_error_stack:b logits_processors:l logprobs_mode:v '
+            'long_prefill_token_threshold:v lora_dtype:v lora_modules:l lora_target_modules:l mamba_backend:v '
+            'mamba_block_size:v mamba_cache_dtype:v mamba_cache_mode:v mamba_cache_philox_rounds:v '
+            'mamba_ssm_cache_dtype:v master_addr:v master_port:v max_cpu_loras:v max_cudagraph_capture_size:v '
+            'max_log_len:v max_logprobs:v max_long_partial_prefills:v max_lora_rank:v max_loras:v '
+            'max_model_len:v max_num_batched_tokens:v max_num_partial_prefills:v max_num_scheduled_tokens:v '
+            'max_num_seqs:v max_parallel_loading_workers:v media_io_kwargs:j middleware:l '
+            'mm_encoder_attn_backend:v mm_encoder_attn_dtype:v mm_encoder_fp8_scale_path:v '
+            'mm_encoder_fp8_scale_save_margin:v mm_encoder_fp8_scale_save_path:v mm_encoder_only:b '
+            'mm_encoder_tp_mode:v mm_ipc_gpu_memory_gb:v mm_processor_cache_gb:v mm_processor_cache_type:v '
+            'mm_processor_kwargs:j mm_shm_cache_max_object_size_mb:v mm_tensor_ipc:v model:v '
+            'model_class_overrides:j model_impl:v model_loader_extra_config:j moe_backend:v nnodes:v '
+            'node_rank:v num_gpu_blocks_override:v numa_bind:b numa_bind_cpus:l numa_bind_nodes:l '
+            'offload_backend:v offload_group_size:v offload_num_in_group:v offload_params:l '
+            'offload_prefetch_step:v optimization_level:v otlp_traces_endpoint:v override_attention_dtype:v '
+            'override_generation_config:j performance_mode:v pipeline_parallel_size:v pooler_config:j port:v '
+            'prefill_context_parallel_size:v prefill_schedule_interval:v prefix_caching_hash_algo:v '
+            'prefix_match_unit:v profiler_config:j pt_load_map_location:j quantization:v quantization_config:j '
+            'ray_workers_use_nsight:b reasoning_config:j reasoning_parser:v reasoning_parser_plugin:v '
+            'renderer_num_workers:v response_role:v return_tokens_as_token_ids:b revision:v root_path:v '
+            'runner:v safetensors_load_strategy:v safetensors_prefetch_block_size:v '
+            'safetensors_prefetch_num_threads:v scheduler_cls:v scheduler_reserve_full_isl:b '
+            'scheduling_policy:v seed:v served_model_name:l show_hidden_metrics_for_version:v '
+            'shutdown_timeout:v skip_mm_profiling:b skip_tokenizer_init:b spec_method:v spec_model:v '
+            'spec_tokens:v specialize_active_lora:b speculative_config:j ssl_ca_certs:v ssl_cert_reqs:v '
+            'ssl_certfile:v ssl_ciphers:v ssl_keyfile:v stream_interval:v structured_outputs_config:j '
+            'tensor_parallel_size:v tokenizer:v tokenizer_mode:v tokenizer_revision:v tokens_only:b '
+            'tool_call_parser:v tool_parser_plugin:v tool_server:v trust_remote_code:b '
+            'trust_request_chat_template:b ubatch_size:v uds:v use_fp64_gumbel:b use_tqdm_on_load:b '
+            'uvicorn_log_level:v video_pruning_rate:v watermark:v weight_transfer_config:j worker_cls:v '
+            'worker_extension_cls:v'),
+    },
+    '0.27.1': {
+        'source': (
+            'vllm-0.27.1.tar.gz from PyPI (https://pypi.org/project/vllm/0.27.1/), sha256 '
+            'eec2d54d137ac1e59cb4c39226dfee1943eefc8f4788f5821d7300d6acbdb646; only the files '
+            'tools/vllm_release_facts.py reads are kept.'),
+        'config': {
+            'false': 'dropped',
+            'true': 'flag',
+            'mapping': 'json',
+            'list': 'items',
+            'store_boolean': False,
+            'config_first': 'works',
+            'config_after_option': 'works',
+        },
+        'options': (
+            'additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
+            'allow_deprecated_quantization:b allowed_headers:j allowed_local_media_path:v '
+            'allowed_media_domains:l allowed_methods:j allowed_origins:j api_key:l api_server_count:v '
+            'async_scheduling:b attention_backend:v attention_config:j block_size:v calculate_kv_scales:b '
+            'chat_template:v chat_template_content_format:v code_revision:v cohere_format:v '
+            'cohere_is_reasoning_model:b collect_detailed_traces:l compilation_config:j config_format:v '
+            'convert:v cp_kv_cache_interleave_size:v cpu_distributed_timeout_seconds:v cpu_offload_gb:v '
+            'cpu_offload_params:l cudagraph_capture_sizes:l cudagraph_metrics:b data_parallel_address:v '
+            'data_parallel_backend:v data_parallel_external_lb:b data_parallel_hybrid_lb:b '
+            'data_parallel_multi_port_external_lb:f data_parallel_rank:v data_parallel_rpc_port:v '
+            'data_parallel_size:v data_parallel_size_local:v data_parallel_start_rank:v '
+            'data_parallel_supervisor_port:v dbo_decode_token_threshold:v dbo_prefill_token_threshold:v '
+            'dcp_comm_backend:v dcp_kv_cache_interleave_size:v decode_context_parallel_size:v '
+            'default_chat_template_kwargs:j default_mm_loras:j device_ids:v diffusion_config:j '
+            'disable_access_log_for_endpoints:v disable_cascade_attn:b disable_chunked_mm_input:b '
+            'disable_custom_all_reduce:b disable_fastapi_docs:b disable_hybrid_kv_cache_manager:b '
+            'disable_log_stats:f disable_nccl_for_dp_synchronization:b disable_sliding_window:b '
+            'disable_uvicorn_access_log:b distributed_executor_backend:v distributed_timeout_seconds:v '
+            'download_dir:v dp_supervisor_probe_failure_threshold:v dp_supervisor_probe_interval_s:v '
+            'dp_supervisor_probe_timeout_s:v dtype:v ec_transfer_config:j enable_auto_tool_choice:b '
+            'enable_bf16x3_router_gemm:b enable_chunked_prefill:b enable_cumem_allocator:b enable_dbo:b '
+            'enable_elastic_ep:b enable_ep_weight_filter:b enable_eplb:b enable_expert_parallel:b '
+            'enable_fault_tolerance:b enable_flash_late_interaction:b enable_flashinfer_autotune:b '
+            'enable_force_include_usage:b enable_layerwise_nvtx_tracing:b enable_log_deltas:b '
+            'enable_log_outputs:b enable_log_requests:b enable_logging_iteration_details:b enable_lora:b '
+            'enable_mamba_cache_stochastic_rounding:b enable_mfu_metrics:b enable_mixed_moe_lora_format:b '
+            'enable_mm_embeds:b enable_moe_shared_loras:b enable_offline_docs:b enable_per_request_metrics:b '
+            'enable_prefix_caching:b enable_prompt_embeds:b enable_prompt_tokens_details:b '
+            'enable_request_id_headers:b enable_return_routed_experts:b enable_server_load_tracking:b '
+            'enable_sleep_mode:b enable_ssl_refresh:b enable_tokenizer_info_endpoint:b '
+            'enable_tower_connector_lora:b enforce_eager:b eplb_config:j exclude_tools_when_tool_choice_none:b '
+            'expert_placement_strategy:v fail_on_environ_validation:b fault_tolerance_config:j '
+            'fingerprint_mode:v fingerprint_value:v fully_sharded_loras:b gdn_prefill_backend:v '
+            'generation_config:v gpu_memory_utilization:v grpc:f h11_max_header_count:v '
+            'h11_max_incomplete_event_size:v headless:f hf_config_path:v hf_overrides:j hf_token:v host:v '
+            'ignore_patterns:l interleave_mm_strings:b io_processor_plugin:v ir_op_priority:j '
+            'jit_monitor_mode:v jit_monitor_verbose:b kda_prefill_backend:v kernel_config:j kv_cache_dtype:v '
+            'kv_cache_dtype_skip_layers:l kv_cache_memory_bytes:v kv_cache_metrics:b kv_cache_metrics_sample:v '
+            'kv_events_config:j kv_offloading_backend:v kv_offloading_size:v kv_sharing_fast_prefill:b '
+            'kv_transfer_config:j language_model_only:b limit_mm_per_prompt:j linear_backend:v load_format:v '
+            'log_config_file:v log_error_stack:b logits_processors:l logprobs_mode:v '
+            'long_prefill_token_threshold:v lora_dtype:v lora_modules:l lora_target_modules:l mamba_backend:v '
+            'mamba_block_size:v mamba_cache_dtype:v mamba_cache_mode:v mamba_cache_philox_rounds:v '
+            'mamba_ssm_cache_dtype:v mamba_ssu_algorithm:v master_addr:v master_port:v max_cpu_loras:v '
+            'max_cudagraph_capture_size:v max_log_len:v max_logprobs:v max_lora_rank:v max_loras:v '
+            'max_model_len:v max_num_batched_tokens:v max_num_scheduled_tokens:v max_num_seqs:v '
+            'max_parallel_loading_workers:v media_io_kwargs:j middleware:l mm_encoder_attn_backend:v '
+            'mm_encoder_attn_dtype:v mm_encoder_fp8_scale_path:v mm_encoder_fp8_scale_save_margin:v '
+            'mm_encoder_fp8_scale_save_path:v mm_encoder_only:b mm_encoder_tp_mode:v mm_hasher_algorithm:v '
+            'mm_ipc_gpu_memory_gb:v mm_processor_cache_gb:v mm_processor_cache_type:v mm_processor_kwargs:j '
+            'mm_shm_cache_max_object_size_mb:v mm_tensor_ipc:v model:v model_class_overrides:j model_impl:v '
+            'model_loader_extra_config:j moe_backend:v nnodes:v node_rank:v num_gpu_blocks_override:v '
+            'numa_bind:b numa_bind_cpus:l numa_bind_nodes:l offload_backend:v offload_group_size:v '
+            'offload_num_in_group:v offload_params:l offload_prefetch_step:v optimization_level:v '
+            'otlp_traces_endpoint:v override_attention_dtype:v override_generation_config:j performance_mode:v '
+            'pipeline_parallel_size:v pooler_config:j port:v prefill_context_parallel_size:v '
+            'prefill_schedule_interval:v prefix_caching_hash_algo:v prefix_match_unit:v profiler_config:j '
+            'pt_load_map_location:j quantization:v quantization_config:j ray_workers_use_nsight:b '
+            'reasoning_config:j reasoning_parser:v reasoning_parser_plugin:v renderer_num_workers:v '
+            'replayssm_buffer_len:v response_role:v return_tokens_as_token_ids:b revision:v root_path:v '
+            'runner:v safetensors_load_strategy:v safetensors_prefetch_block_size:v '
+            'safetensors_prefetch_num_threads:v scheduler_cls:v scheduler_reserve_full_isl:b '
+            'scheduling_policy:v seed:v served_model_name:l show_hidden_metrics_for_version:v '
+            'shutdown_timeout:v skip_mm_profiling:b skip_tokenizer_init:b spec_method:v spec_model:v '
+            'spec_tokens:v specialize_active_lora:b speculative_config:j ssl_ca_certs:v ssl_cert_reqs:v '
+            'ssl_certfile:v ssl_ciphers:v ssl_keyfile:v stream_interval:v structured_outputs_config:j '
+            'tensor_parallel_size:v tokenizer:v tokenizer_mode:v tokenizer_revision:v tokens_only:b '
+            'tool_call_parser:v tool_parser_plugin:v tool_server:v trust_remote_code:b '
+            'trust_request_chat_template:b ubatch_size:v uds:v use_fp64_gumbel:b use_replayssm:b '
+            'use_tqdm_on_load:b uvicorn_log_level:v video_pruning_method:v video_pruning_rate:v watermark:v '
+            'weight_transfer_config:j worker_cls:v worker_extension_cls:v'),
+    },
+    '0.28.0': {
+        'source': (
+            'vllm-0.28.0.tar.gz from PyPI (https://pypi.org/project/vllm/0.28.0/), sha256 '
+            'ac96dd0ec5be9c13f2aa4bfb50498c4727110406f6e4980b58a4097e4d18634a; only the files '
+            'tools/vllm_release_facts.py reads are kept.'),
+        'config': {
+            'false': 'no_flag',
+            'true': 'flag',
+            'mapping': 'json',
+            'list': 'items',
+            'store_boolean': False,
+            'config_first': 'works',
+            'config_after_option': 'works',
+        },
+        'options': (
+            'additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
+            'allow_deprecated_quantization:b allowed_headers:j allowed_local_media_path:v '
+            'allowed_media_domains:l allowed_methods:j allowed_origins:j api_key:l api_server_count:v '
+            'async_scheduling:b attention_backend:v attention_config:j block_size:v chat_template:v '
+            'chat_template_content_format:v code_revision:v cohere_format:v cohere_is_reasoning_model:b '
+            'collect_detailed_traces:l compilation_config:j config_format:v convert:v '
+            'cp_kv_cache_interleave_size:v cpu_distributed_timeout_seconds:v cpu_offload_gb:v '
+            'cpu_offload_params:l cudagraph_capture_sizes:l cudagraph_metrics:b data_parallel_address:v '
+            'data_parallel_backend:v data_parallel_external_lb:b data_parallel_hybrid_lb:b '
+            'data_parallel_multi_port_external_lb:f data_parallel_rank:v data_parallel_rpc_port:v '
+            'data_parallel_size:v data_parallel_size_local:v data_parallel_start_rank:v '
+            'data_parallel_supervisor_port:v dbo_decode_token_threshold:v dbo_prefill_token_threshold:v '
+            'dcp_comm_backend:v dcp_kv_cache_interleave_size:v decode_context_parallel_size:v '
+            'default_chat_template_kwargs:j default_mm_loras:j device_ids:v diffusion_config:j '
+            'disable_access_log_for_endpoints:v disable_cascade_attn:b disable_chunked_mm_input:b '
+            'disable_custom_all_reduce:b disable_fastapi_docs:b disable_hybrid_kv_cache_manager:b '
+            'disable_log_stats:f disable_nccl_for_dp_synchronization:b disable_sliding_window:b '
+            'disable_uvicorn_access_log:b distributed_executor_backend:v distributed_timeout_seconds:v '
+            'download_dir:v dp_supervisor_probe_failure_threshold:v dp_supervisor_probe_interval_s:v '
+            'dp_supervisor_probe_timeout_s:v dtype:v ec_manager_config:j ec_transfer_config:j '
+            'enable_auto_tool_choice:b enable_bf16x3_router_gemm:b enable_chunked_prefill:b '
+            'enable_cumem_allocator:b enable_dbo:b enable_elastic_ep:b enable_ep_weight_filter:b enable_eplb:b '
+            'enable_expert_parallel:b enable_fault_tolerance:b enable_flash_late_interaction:b '
+            'enable_flashinfer_autotune:b enable_force_include_usage:b enable_layerwise_nvtx_tracing:b '
+            'enable_log_deltas:b enable_log_outputs:b enable_log_requests:b enable_logging_iteration_details:b '
+            'enable_lora:b enable_mamba_cache_stochastic_rounding:b enable_mfu_metrics:b '
+            'enable_mixed_moe_lora_format:b enable_mm_embeds:b enable_moe_shared_loras:b enable_offline_docs:b '
+            'enable_per_request_metrics:b enable_prefix_caching:b enable_prompt_embeds:b '
+            'enable_prompt_tokens_details:b enable_request_id_headers:b enable_return_routed_experts:b '
+            'enable_server_load_tracking:b enable_sleep_mode:b enable_ssl_refresh:b '
+            'enable_tokenizer_info_endpoint:b enable_tower_connector_lora:b enforce_eager:b eplb_config:j '
+            'exclude_tools_when_tool_choice_none:b expert_placement_strategy:v fail_on_environ_validation:b '
+            'fault_tolerance_config:j fingerprint_mode:v fingerprint_value:v fully_sharded_loras:b '
+            'gdn_prefill_backend:v generation_config:v gpu_memory_utilization:v grpc:f h11_max_header_count:v '
+            'h11_max_incomplete_event_size:v headless:f hf_config_path:v hf_overrides:j hf_token:v host:v '
+            'ignore_patterns:l interleave_mm_strings:b io_processor_plugin:v ir_op_priority:j '
+            'jit_monitor_mode:v jit_monitor_verbose:b kda_prefill_backend:v kernel_config:j kv_cache_dtype:v '
+            'kv_cache_dtype_skip_layers:l kv_cache_memory_bytes:v kv_cache_metrics:b kv_cache_metrics_sample:v '
+            'kv_events_config:j kv_offloading_backend:v kv_offloading_size:v kv_sharing_fast_prefill:b '
+            'kv_transfer_config:j language_model_only:b limit_mm_per_prompt:j linear_backend:v load_format:v '
+            'log_config_file:v log_error_stack:b logits_processors:l logprobs_mode:v '
+            'long_prefill_token_threshold:v lora_dtype:v lora_modules:l lora_target_modules:l mamba_backend:v '
+            'mamba_block_size:v mamba_cache_dtype:v mamba_cache_mode:v mamba_cache_philox_rounds:v '
+            'mamba_ssm_cache_dtype:v mamba_ssu_algorithm:v master_addr:v master_port:v max_cpu_loras:v '
+            'max_cudagraph_capture_size:v max_log_len:v max_logprobs:v max_lora_rank:v max_loras:v '
+            'max_model_len:v max_num_batched_tokens:v max_num_scheduled_tokens:v max_num_seqs:v '
+            'max_parallel_loading_workers:v media_io_kwargs:j middleware:l mm_device_do_normalize:b '
+            'mm_encoder_attn_backend:v mm_encoder_attn_dtype:v mm_encoder_fp8_scale_path:v '
+            'mm_encoder_fp8_scale_save_margin:v mm_encoder_fp8_scale_save_path:v mm_encoder_only:b '
+            'mm_encoder_tp_mode:v mm_hasher_algorithm:v mm_ipc_gpu_memory_gb:v mm_processor_cache_gb:v '
+            'mm_processor_cache_type:v mm_processor_device:v mm_processor_kwargs:j '
+            'mm_shm_cache_max_object_size_mb:v mm_tensor_ipc:v model:v model_class_overrides:j model_impl:v '
+            'model_loader_extra_config:j moe_backend:v nnodes:v node_rank:v num_gpu_blocks_override:v '
+            'numa_bind:b numa_bind_cpus:l numa_bind_nodes:l offload_backend:v offload_group_size:v '
+            'offload_num_in_group:v offload_params:l offload_prefetch_step:v optimization_level:v '
+            'otlp_traces_endpoint:v override_generation_config:j performance_mode:v pipeline_parallel_size:v '
+            'pooler_config:j port:v prefill_context_parallel_size:v prefill_schedule_interval:v '
+            'prefix_caching_hash_algo:v prefix_match_unit:v profiler_config:j pt_load_map_location:j '
+            'quantization:v quantization_config:j ray_workers_use_nsight:b reasoning_config:j '
+            'reasoning_parser:v reasoning_parser_plugin:v renderer_num_workers:v replayssm_buffer_len:v '
+            'response_role:v return_sampling_mask:b return_tokens_as_token_ids:b revision:v root_path:v '
+            'runner:v safetensors_load_strategy:v safetensors_prefetch_block_size:v '
+            'safetensors_prefetch_num_threads:v scheduler_cls:v scheduler_reserve_full_isl:b '
+            'scheduling_policy:v seed:v served_model_name:l show_hidden_metrics_for_version:v '
+            'shutdown_timeout:v skip_mm_profiling:b skip_tokenizer_init:b spec_method:v spec_model:v '
+            'spec_tokens:v specialize_active_lora:b speculative_config:j ssl_ca_certs:v ssl_cert_reqs:v '
+            'ssl_certfile:v ssl_ciphers:v ssl_keyfile:v stream_interval:v structured_outputs_config:j '
+            'tensor_parallel_size:v tokenizer:v tokenizer_mode:v tokenizer_revision:v tokens_only:b '
+            'tool_call_parser:v tool_parser_plugin:v tool_server:v trust_remote_code:b '
+            'trust_request_chat_template:b ubatch_size:v uds:v use_fp64_gumbel:b use_replayssm:b '
+            'use_tqdm_on_load:b uvicorn_log_level:v video_pruning_method:v video_pruning_rate:v watermark:v '
+            'weight_transfer_config:j worker_cls:v worker_extension_cls:v'),
+    },
+    '0.29.0': {
+        'source': (
+            'vllm-0.29.0.tar.gz from PyPI (https://pypi.org/project/vllm/0.29.0/), sha256 '
+            'c03feb07943ecae9e69e7dc424d7c5569ecf8d1292513aef2a4de67af381cd97; only the files '
+            'tools/vllm_release_facts.py reads are kept.'),
+        'config': {
+            'false': 'no_flag',
+            'true': 'flag',
+            'mapping': 'json',
+            'list': 'items',
+            'store_boolean': False,
+            'config_first': 'works',
+            'config_after_option': 'works',
+        },
+        'options': (
+            'additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
+            'allow_deprecated_quantization:b allowed_headers:j allowed_local_media_path:v '
+            'allowed_media_domains:l allowed_methods:j allowed_origins:j api_key:l api_server_count:v '
+            'async_scheduling:b attention_backend:v attention_config:j block_size:v chat_template:v '
+            'chat_template_content_format:v code_revision:v cohere_format:v cohere_is_reasoning_model:b '
+            'collect_detailed_traces:l compilation_config:j config_format:v convert:v '
+            'cp_kv_cache_interleave_size:v cpu_distributed_timeout_seconds:v cpu_offload_gb:v '
+            'cpu_offload_params:l cudagraph_capture_sizes:l cudagraph_metrics:b data_parallel_address:v '
+            'data_parallel_backend:v data_parallel_external_lb:b data_parallel_hybrid_lb:b '
+            'data_parallel_multi_port_external_lb:f data_parallel_rank:v data_parallel_rpc_port:v '
+            'data_parallel_size:v data_parallel_size_local:v data_parallel_start_rank:v '
+            'data_parallel_supervisor_port:v dbo_decode_token_threshold:v dbo_prefill_token_threshold:v '
+            'dcp_comm_backend:v dcp_kv_cache_interleave_size:v dcp_q_replicate:b decode_context_parallel_size:v '
+            'default_chat_template_kwargs:j default_mm_loras:j device_ids:v diffusion_config:j '
+            'disable_access_log_for_endpoints:v disable_cascade_attn:b disable_chunked_mm_input:b '
+            'disable_custom_all_reduce:b disable_fastapi_docs:b disable_hybrid_kv_cache_manager:b '
+            'disable_log_stats:f disable_nccl_for_dp_synchronization:b disable_sliding_window:b '
+            'disable_uvicorn_access_log:b distributed_executor_backend:v distributed_timeout_seconds:v '
+            'download_dir:v dp_supervisor_probe_failure_threshold:v dp_supervisor_probe_interval_s:v '
+            'dp_supervisor_probe_timeout_s:v dtype:v ec_manager_config:j ec_transfer_config:j '
+            'enable_auto_tool_choice:b enable_batch_sharded_sampling:b enable_bf16x3_router_gemm:b '
+            'enable_chunked_prefill:b enable_cumem_allocator:b enable_dbo:b enable_elastic_ep:b '
+            'enable_ep_weight_filter:b enable_eplb:b enable_expert_parallel:b enable_fault_tolerance:b '
+            'enable_flash_late_interaction:b enable_flashinfer_autotune:b enable_force_include_usage:b '
+            'enable_layerwise_nvtx_tracing:b enable_log_deltas:b enable_log_outputs:b enable_log_requests:b '
+            'enable_logging_iteration_details:b enable_lora:b enable_mamba_cache_stochastic_rounding:b '
+            'enable_mfu_metrics:b enable_mixed_moe_lora_format:b enable_mm_embeds:b enable_moe_shared_loras:b '
+            'enable_offline_docs:b enable_per_request_metrics:b enable_prefix_caching:b enable_prompt_embeds:b '
+            'enable_prompt_tokens_details:b enable_request_id_headers:b enable_return_routed_experts:b '
+            'enable_server_load_tracking:b enable_sleep_mode:b enable_ssl_refresh:b '
+            'enable_tokenizer_info_endpoint:b enable_tower_connector_lora:b enable_trace_replay:b '
+            'enforce_eager:b eplb_config:j exclude_tools_when_tool_choice_none:b expert_placement_strategy:v '
+            'fail_on_environ_validation:b fault_tolerance_config:j fingerprint_mode:v fingerprint_value:v '
+            'fully_sharded_loras:b gdn_prefill_backend:v generation_config:v gpu_memory_utilization:v grpc:f '
+            'h11_max_header_count:v h11_max_incomplete_event_size:v headless:f hf_config_path:v hf_overrides:j '
+            'hf_token:v host:v ignore_patterns:l interleave_mm_strings:b io_processor_plugin:v ir_op_priority:j '
+            'jit_monitor_mode:v jit_monitor_verbose:b kda_prefill_backend:v kernel_config:j kv_cache_dtype:v '
+            'kv_cache_dtype_skip_layers:l kv_cache_memory_bytes:v kv_cache_metrics:b kv_cache_metrics_sample:v '
+            'kv_events_config:j kv_offloading_backend:v kv_offloading_size:v kv_sharing_fast_prefill:b '
+            'kv_transfer_config:j language_model_only:b limit_mm_per_prompt:j linear_backend:v load_format:v '
+            'log_config_file:v log_error_stack:b logits_processors:l logprobs_mode:v '
+            'long_prefill_token_threshold:v lora_dtype:v lora_modules:l lora_target_modules:l mamba_backend:v '
+            'mamba_block_size:v mamba_cache_dtype:v mamba_cache_mode:v mamba_cache_philox_rounds:v '
+            'mamba_ssm_cache_dtype:v mamba_ssu_algorithm:v master_addr:v master_port:v max_cpu_loras:v '
+            'max_cudagraph_capture_size:v max_log_len:v max_logprobs:v max_lora_rank:v max_loras:v '
+            'max_model_len:v max_num_batched_tokens:v max_num_queued_reqs:v max_num_queued_tokens:v '
+            'max_num_scheduled_tokens:v max_num_seqs:v max_parallel_loading_workers:v media_io_kwargs:j '
+            'middleware:l mm_device_do_normalize:b mm_encoder_attn_backend:v mm_encoder_attn_dtype:v '
+            'mm_encoder_fp8_scale_path:v mm_encoder_fp8_scale_save_margin:v mm_encoder_fp8_scale_save_path:v '
+            'mm_encoder_only:b mm_encoder_tp_mode:v mm_hasher_algorithm:v mm_ipc_gpu_memory_gb:v '
+            'mm_processor_cache_gb:v mm_processor_cache_type:v mm_processor_device:v mm_processor_kwargs:j '
+            'mm_shm_cache_max_object_size_mb:v mm_tensor_ipc:v model:v model_class_overrides:j model_impl:v '
+            'model_loader_extra_config:j moe_backend:v nnodes:v node_rank:v num_gpu_blocks_override:v '
+            'numa_bind:b numa_bind_cpus:l numa_bind_nodes:l offload_backend:v offload_group_size:v '
+            'offload_num_in_group:v offload_params:l offload_prefetch_step:v optimization_level:v '
+            'otlp_traces_endpoint:v override_generation_config:j per_request_spec_decode_metrics:v '
+            'performance_mode:v pipeline_parallel_size:v pooler_config:j port:v prefill_context_parallel_size:v '
+            'prefill_schedule_interval:v prefix_cache_retention_interval:v prefix_caching_hash_algo:v '
+            'prefix_match_unit:v profiler_config:j pt_load_map_location:j quantization:v quantization_config:j '
+            'ray_workers_use_nsight:b reasoning_config:j reasoning_parser:v reasoning_parser_plugin:v '
+            'renderer_num_workers:v replayssm_buffer_len:v response_role:v return_sampling_mask:b '
+            'return_tokens_as_token_ids:b revision:v root_path:v runner:v safetensors_load_strategy:v '
+            'safetensors_prefetch_block_size:v safetensors_prefetch_num_threads:v scheduler_cls:v '
+            'scheduler_reserve_full_isl:b scheduling_policy:v seed:v served_model_name:l '
+            'show_hidden_metrics_for_version:v shutdown_timeout:v skip_mm_profiling:b skip_tokenizer_init:b '
+            'spec_method:v spec_model:v spec_tokens:v specialize_active_lora:b speculative_config:j '
+            'sse_keep_alive_interval:v ssl_ca_certs:v ssl_cert_reqs:v ssl_certfile:v ssl_ciphers:v '
+            'ssl_keyfile:v stream_interval:v structured_outputs_config:j tensor_parallel_size:v tokenizer:v '
+            'tokenizer_mode:v tokenizer_revision:v tokens_only:b tool_call_parser:v tool_parser_plugin:v '
+            'tool_server:v trust_remote_code:b trust_request_chat_template:b ubatch_size:v uds:v '
+            'use_fp64_gumbel:b use_replayssm:b use_tqdm_on_load:b uvicorn_log_level:v video_pruning_method:v '
+            'video_pruning_rate:v watermark:v weight_transfer_config:j worker_cls:v worker_extension_cls:v'),
+    },
+    '0.30.0': {
+        'source': (
+            'vllm-0.30.0.tar.gz from PyPI (https://pypi.org/project/vllm/0.30.0/), sha256 '
+            '5f8f4e890c042ffa1c3e103f81c35e2d96f60a0a175ac43a4adbae7006bef62b; only the files '
+            'tools/vllm_release_facts.py reads are kept.'),
+        'config': {
+            'false': 'no_flag',
+            'true': 'flag',
+            'mapping': 'json',
+            'list': 'items',
+            'store_boolean': False,
+            'config_first': 'works',
+            'config_after_option': 'works',
+        },
+        'options': (
+            'additional_config:j aggregate_engine_logging:f all2all_backend:v allow_credentials:b '
+            'allow_deprecated_quantization:b allowed_headers:j allowed_local_media_path:v '
+            'allowed_media_domains:l allowed_methods:j allowed_origins:j api_key:l api_server_count:v '
+            'async_scheduling:b attention_backend:v attention_config:j block_size:v chat_template:v '
+            'chat_template_content_format:v code_revision:v cohere_format:v cohere_is_reasoning_model:b '
+            'collect_detailed_traces:l compilation_config:j config_format:v convert:v '
+            'cp_kv_cache_interleave_size:v cpu_distributed_timeout_seconds:v cpu_offload_gb:v '
+            'cpu_offload_params:l cudagraph_capture_sizes:l cudagraph_metrics:b data_parallel_address:v '
+            'data_parallel_backend:v data_parallel_external_lb:b data_parallel_hybrid_lb:b '
+            'data_parallel_multi_port_external_lb:f data_parallel_rank:v data_parallel_rpc_port:v '
+            'data_parallel_size:v data_parallel_size_local:v data_parallel_start_rank:v '
+            'data_parallel_supervisor_port:v dbo_decode_token_threshold:v dbo_prefill_token_threshold:v '
+            'dcp_comm_backend:v dcp_kv_cache_interleave_size:v dcp_q_replicate:b decode_context_parallel_size:v '
+            'default_chat_template_kwargs:j default_mm_loras:j device_ids:v diffusion_config:j '
+            'disable_access_log_for_endpoints:v disable_cascade_attn:b disable_chunked_mm_input:b '
+            'disable_custom_all_reduce:b disable_fastapi_docs:b disable_hybrid_kv_cache_manager:b '
+            'disable_log_stats:f disable_nccl_for_dp_synchronization:b disable_sliding_window:b '
+            'disable_uvicorn_access_log:b distributed_executor_backend:v distributed_timeout_seconds:v '
+            'download_dir:v dp_supervisor_probe_failure_threshold:v dp_supervisor_probe_interval_s:v '
+            'dp_supervisor_probe_timeout_s:v dp_sync_interval:v dtype:v ec_manager_config:j '
+            'ec_transfer_config:j elastic_ep_max_dp_size:v enable_auto_tool_choice:b '
+            'enable_batch_sharded_sampling:b enable_chunked_prefill:b enable_cumem_allocator:b enable_dbo:b '
+            'enable_elastic_ep:b enable_ep_weight_filter:b enable_eplb:b enable_expert_parallel:b '
+            'enable_fault_tolerance:b enable_flash_late_interaction:b enable_flashinfer_autotune:b '
+            'enable_force_include_usage:b enable_layerwise_nvtx_tracing:b enable_log_deltas:b '
+            'enable_log_outputs:b enable_log_requests:b enable_logging_iteration_details:b enable_lora:b '
+            'enable_mamba_cache_stochastic_rounding:b enable_mamba_fine_grained_prefix_cache:b '
+            'enable_mfu_metrics:b enable_mixed_moe_lora_format:b enable_mm_embeds:b enable_moe_shared_loras:b '
+            'enable_nccl_comm_suspend:b enable_offline_docs:b enable_per_request_metrics:b '
+            'enable_prefix_caching:b enable_prompt_embeds:b enable_prompt_tokens_details:b '
+            'enable_request_id_headers:b enable_return_routed_experts:b enable_scale_out:b '
+            'enable_server_load_tracking:b enable_sleep_mode:b enable_ssl_refresh:b '
+            'enable_tokenizer_info_endpoint:b enable_tower_connector_lora:b enable_trace_replay:b '
+            'enforce_eager:b engram_config:j eplb_config:j exclude_tools_when_tool_choice_none:b '
+            'expert_placement_strategy:v fail_on_environ_validation:b fault_tolerance_config:j '
+            'fingerprint_mode:v fingerprint_value:v fully_sharded_loras:b gdn_prefill_backend:v '
+            'generation_config:v gpu_memory_utilization:v grpc:f h11_max_header_count:v '
+            'h11_max_incomplete_event_size:v headless:f hf_config_path:v hf_overrides:j hf_token:v host:v '
+            'ignore_patterns:l interleave_mm_strings:b io_processor_plugin:v ir_op_priority:j '
+            'jit_monitor_mode:v jit_monitor_verbose:b kda_decode_backend:v kda_prefill_backend:v '
+            'kernel_config:j kv_cache_dtype:v kv_cache_dtype_skip_layers:l kv_cache_memory_bytes:v '
+            'kv_cache_metrics:b kv_cache_metrics_sample:v kv_events_config:j kv_offloading_backend:v '
+            'kv_offloading_size:v kv_sharing_fast_prefill:b kv_transfer_config:j language_model_only:b '
+            'limit_mm_per_prompt:j linear_backend:v load_format:v log_config_file:v log_error_stack:b '
+            'logits_processors:l logprobs_mode:v long_prefill_token_threshold:v lora_dtype:v lora_modules:l '
+            'lora_target_modules:l mamba_backend:v mamba_block_size:v mamba_cache_dtype:v mamba_cache_mode:v '
+            'mamba_cache_philox_rounds:v mamba_ssm_cache_dtype:v mamba_ssu_algorithm:v master_addr:v '
+            'master_port:v max_cpu_loras:v max_cudagraph_capture_size:v max_log_len:v max_logprobs:v '
+            'max_lora_rank:v max_loras:v max_model_len:v max_num_batched_tokens:v max_num_queued_reqs:v '
+            'max_num_queued_tokens:v max_num_scheduled_tokens:v max_num_seqs:v max_parallel_loading_workers:v '
+            'media_io_kwargs:j middleware:l mm_device_do_normalize:b mm_encoder_attn_backend:v '
+            'mm_encoder_attn_dtype:v mm_encoder_fp8_scale_path:v mm_encoder_fp8_scale_save_margin:v '
+            'mm_encoder_fp8_scale_save_path:v mm_encoder_only:b mm_encoder_tp_mode:v mm_hasher_algorithm:v '
+            'mm_ipc_gpu_memory_gb:v mm_processor_cache_gb:v mm_processor_cache_type:v mm_processor_device:v '
+            'mm_processor_kwargs:j mm_shm_cache_max_object_size_mb:v mm_tensor_ipc:v model:v '
+            'model_class_overrides:j model_impl:v model_loader_extra_config:j moe_backend:v nnodes:v '
+            'node_rank:v num_gpu_blocks_override:v numa_bind:b numa_bind_cpus:l numa_bind_nodes:l '
+            'offload_backend:v offload_group_size:v offload_num_in_group:v offload_params:l '
+            'offload_prefetch_step:v optimization_level:v otlp_traces_endpoint:v override_generation_config:j '
+            'per_request_spec_decode_metrics:v performance_mode:v pipeline_parallel_size:v pooler_config:j '
+            'port:v prefill_context_parallel_size:v prefill_schedule_interval:v '
+            'prefix_cache_retention_interval:v prefix_caching_hash_algo:v prefix_match_unit:v profiler_config:j '
+            'pt_load_map_location:j quantization:v quantization_config:j ray_workers_use_nsight:b '
+            'reasoning_config:j reasoning_parser:v reasoning_parser_plugin:v renderer_num_workers:v '
+            'replayssm_buffer_len:v response_role:v return_sampling_mask:b return_tokens_as_token_ids:b '
+            'revision:v root_path:v runner:v safetensors_load_strategy:v safetensors_prefetch_block_size:v '
+            'safetensors_prefetch_num_threads:v scheduler_cls:v scheduler_reserve_full_isl:b '
+            'scheduling_policy:v seed:v served_model_name:l show_hidden_metrics_for_version:v '
+            'shutdown_timeout:v skip_mm_profiling:b skip_tokenizer_init:b sparse_indexer_topk_backend:v '
+            'spec_method:v spec_model:v spec_tokens:v specialize_active_lora:b speculative_config:j '
+            'sse_keep_alive_interval:v ssl_ca_certs:v ssl_cert_reqs:v ssl_certfile:v ssl_ciphers:v '
+            'ssl_keyfile:v stream_interval:v structured_outputs_config:j tensor_parallel_size:v tokenizer:v '
+            'tokenizer_mode:v tokenizer_revision:v tokens_only:b tool_call_parser:v tool_parser_plugin:v '
+            'tool_server:v trust_remote_code:b trust_request_chat_template:b ubatch_size:v uds:v '
+            'use_fp64_gumbel:b use_replayssm:b use_tqdm_on_load:b uvicorn_log_level:v video_pruning_method:v '
+            'video_pruning_rate:v watermark:v watermark_config:j weight_transfer_config:j worker_cls:v '
             'worker_extension_cls:v'),
     },
     '0.32.0': {

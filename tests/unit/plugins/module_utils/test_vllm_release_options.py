@@ -63,11 +63,12 @@ def test_reference_table_is_the_real_vllm_032_parser():
 
 
 def test_config_semantics_per_release():
-    # Finding 1: up to 0.23 a YAML false is dropped; mappings are str(dict) up to 0.14.1, JSON from 0.17.0.
+    # Finding 1: a YAML false is dropped up to 0.27.1 (--no-X from 0.28.0); mappings are str(dict) up to 0.15.0,
+    # JSON from 0.16.0 (each release's own FlexibleArgumentParser, run on a probe file).
     for version in VERSIONS:
         config = RELEASES[version]["config"]
-        assert config["false"] == ("no_flag" if version == "0.32.0" else "dropped"), version
-        old = facts_tool.version_key(version) < (0, 17)
+        assert config["false"] == ("dropped" if facts_tool.version_key(version) < (0, 28) else "no_flag"), version
+        old = facts_tool.version_key(version) < (0, 16)
         assert config["mapping"] == ("repr" if old else "json"), version
 
 
@@ -123,22 +124,26 @@ def _parse_with_release(version, config, tmp_path):
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_the_service_argv_reaches_every_release_loader(version, tmp_path):
-    # `serve MODEL --config FILE` (model first: vLLM 0.7.3 takes args[1] of serve as the model). Up to vLLM 0.10.0
-    # "api_server --config FILE" lost the file name (config_first), which the old start script worked around.
+    # `serve MODEL --config FILE` (model first: vLLM 0.7.3 takes args[1] of serve as the model). Up to vLLM 0.10.1
+    # (0.10.1.1 included) "api_server --config FILE" lost the file name (config_first), which the old start script
+    # worked around.
     config = {"port": 8000, "max-model-len": 4096}  # the role writes the same port into the file
     args = _parse_with_release(version, config, tmp_path)
     assert (int(args.port), int(args.max_model_len)) == (8000, 4096)
     first = RELEASES[version]["config"]["config_first"]
-    assert first == ("breaks" if facts_tool.version_key(version) <= (0, 10, 0) else "works"), version
+    assert first == ("breaks" if facts_tool.version_key(version) < (0, 10, 2) else "works"), version
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_rendered_config_means_the_same_on_every_release(version, tmp_path):
-    config = vo.render_config(_INTENT, model="/m", served_model_name="tiny", vllm_version=version)
+    intent = {key: value for key, value in _INTENT.items() if key in _options(version)}  # 0.7.1: no additional_config
+    config = vo.render_config(intent, model="/m", served_model_name="tiny", vllm_version=version)
     args = _parse_with_release(version, config, tmp_path)
     assert args.enable_prefix_caching is False
     assert args.enforce_eager is True
     assert int(args.max_model_len) == 4096
+    if "additional_config" not in intent:
+        return
     additional = args.additional_config
     assert (json.loads(additional) if isinstance(additional, str) else additional) == _INTENT["additional_config"]
     served = args.served_model_name
