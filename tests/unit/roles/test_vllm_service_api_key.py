@@ -153,4 +153,5 @@ def test_anonymous_only_on_loopback_or_by_choice(runs, host, source):
 
 def test_check_mode_on_a_fresh_node_works_and_writes_nothing(runs):
     assert runs["check"]["fresh"]["source"] == "generated"
+    assert "would be generated (check mode)" in runs["check"]["fresh"]["report"]
     assert runs["check_files"] == []
