@@ -19,12 +19,32 @@ options:
     description: The vllm-ascend release, for example C(0.23.0), C(v0.18.0), C(0.23.0.post1) or C(latest).
     type: str
     required: true
+  glibc:
+    description:
+      - With C(latest) only. The node's glibc (C(2.28) on Kylin V10); the newest final release whose aarch64
+        wheels install on it. Empty or omitted means any.
+    type: str
+  cann:
+    description:
+      - With C(latest) only. The CANN release the node gets; the choice is a release whose row holds it.
+        Empty or omitted means any.
+    type: str
+  available:
+    description:
+      - With C(latest) only. The vllm-ascend releases whose offline bundle is present; the choice is one of them.
+        Omitted means any.
+    type: list
+    elements: str
 """
 
 EXAMPLES = r"""
 - name: Pin torch_npu from the vllm-ascend release
   ansible.builtin.set_fact:
     vllm_torch_npu_version: "{{ ('0.23.0' | ascendai.vllm.compat_row).torch_npu }}"
+
+- name: The release to install on this node when none is pinned (Kylin V10 gets v0.18.0)
+  ansible.builtin.set_fact:
+    vllm_ascend_version: "{{ ('latest' | ascendai.vllm.compat_row(glibc='2.28')).vllm_ascend }}"
 """
 
 RETURN = r"""
@@ -42,14 +62,33 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.compat_matrix import
     default_release, find_row, known_releases)
 
 
-def compat_row(version):
+def compat_row(version, glibc=None, available=None, cann=None):
     """Return the row of a vllm-ascend release or raise AnsibleFilterError listing the known releases."""
     if isinstance(version, (bool, float)) or not isinstance(version, (str, int)):
         raise AnsibleFilterError(f"compat_row: the vllm-ascend release must be a quoted version string, got "
                                  f"{version!r}")
     text = str(version).strip()
     if text.lower() == "latest":
-        return default_release()
+        glibc = str(glibc).strip() if glibc not in (None, "") else None
+        cann = str(cann).strip() if cann not in (None, "") else None
+        if available is not None and (isinstance(available, str) or not isinstance(available, (list, tuple))):
+            raise AnsibleFilterError(f"compat_row: available must be a list of vllm-ascend releases, got "
+                                     f"{available!r}")
+        try:
+            row = default_release(glibc=glibc, cann=cann,
+                                  available=None if available is None else [str(v) for v in available])
+        except ValueError as exc:
+            raise AnsibleFilterError(f"compat_row: {exc}") from exc
+        if row is None:
+            where = (f" on glibc {glibc}" if glibc else "") + (f" with CANN {cann}" if cann else "")
+            bundles = f" among the bundled releases {', '.join(map(str, available)) or '(none)'}" \
+                if available is not None else ""
+            hint = " (v0.18.0 is the newest for glibc 2.28)" if glibc else ""
+            raise AnsibleFilterError(f"compat_row: no final vllm-ascend release installs{where}{bundles}; pin "
+                                     f"vllm_ascend_version, or bundle a release that does{hint}")
+        return row
+    if glibc is not None or available is not None or cann is not None:
+        raise AnsibleFilterError("compat_row: glibc, cann and available go with 'latest' only")
     try:
         row = find_row(text)
     except ValueError as exc:

@@ -1228,10 +1228,11 @@ def check_combination(vllm_ascend=None, cann=None, python=None, torch=None, torc
     return result
 
 
-def default_release(glibc=None, available=None):
+def default_release(glibc=None, available=None, cann=None):
     """The vllm-ascend release to install when the user pinned none: the newest FINAL release with aarch64
-    wheels on PyPI that installs on ``glibc`` (the node's C library; ``None``: any) and, when ``available`` is
-    given (releases whose offline bundle is present), one of those. Returns its row, or ``None``.
+    wheels on PyPI that installs on ``glibc`` (the node's C library; ``None``: any), whose row holds ``cann``
+    (the CANN the node gets; ``None``: any) and, when ``available`` is given (releases whose offline bundle is
+    present), one of those. Returns its row, or ``None``.
 
     Kylin V10 (glibc 2.28) gets v0.18.0; openEuler 22.03+/24.03 and Ubuntu 22.04 (2.34+) the newest final.
     """
@@ -1244,6 +1245,8 @@ def default_release(glibc=None, available=None):
         if glibc is not None and not _glibc_ok(row, glibc):
             continue
         if wanted is not None and parse_version(row["vllm_ascend"]).exact_key() not in wanted:
+            continue
+        if cann is not None and not any(version_matches(cann, want) for want in row["cann"]):
             continue
         return copy.deepcopy(row)
     return None

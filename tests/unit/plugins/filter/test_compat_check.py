@@ -92,3 +92,31 @@ def test_glibc_of_an_aarch64_node():
     assert compat_check({"vllm_ascend": "0.11.0", "cann": "8.3.RC2"}, glibc="2.28")["glibc"] == "2.28"
     with pytest.raises(AnsibleFilterError, match=r"glibc 2\.28 is older than the glibc 2\.34"):
         compat_check({"vllm_ascend": "0.23.0", "glibc": "2.28"})
+
+
+@pytest.mark.parametrize(("kwargs", "label"), [
+    ({}, "v0.23.0"),
+    ({"glibc": "2.28"}, "v0.18.0"),              # Kylin V10
+    ({"glibc": "2.38"}, "v0.23.0"),              # openEuler 24.03
+    ({"glibc": ""}, "v0.23.0"),                  # not read (x86_64, or ldd missing)
+    ({"glibc": "2.35", "available": ["0.11.0", "0.13.0"]}, "v0.13.0"),
+    ({"glibc": "2.35", "cann": "8.3.RC2"}, "v0.11.0"),  # the CANN the node gets (ascend_cann_version) decides too
+    ({"glibc": "2.28", "cann": "9.1.0"}, None),
+])
+def test_latest_follows_the_node_and_the_bundle(kwargs, label):
+    if label is None:
+        with pytest.raises(AnsibleFilterError, match=r"no final vllm-ascend release installs on glibc 2\.28 with "
+                                                     r"CANN 9\.1\.0"):
+            compat_row("latest", **kwargs)
+        return
+    assert compat_row("latest", **kwargs)["label"] == label
+
+
+def test_latest_says_when_nothing_fits():
+    with pytest.raises(AnsibleFilterError, match=r"no final vllm-ascend release installs on glibc 2\.28 among the "
+                                                 r"bundled releases 0\.23\.0"):
+        compat_row("latest", glibc="2.28", available=["0.23.0"])
+    with pytest.raises(AnsibleFilterError, match="available must be a list"):
+        compat_row("latest", available="0.23.0")
+    with pytest.raises(AnsibleFilterError, match="go with 'latest' only"):
+        compat_row("0.23.0", glibc="2.28")

@@ -305,3 +305,10 @@ def test_kylin_v10_with_vllm_ascend_023_names_the_rows_that_install():
 def test_default_release_follows_the_node(glibc, available, release):
     row = cm.default_release(glibc=glibc, available=available)
     assert (row["vllm_ascend"] if row else None) == release
+
+
+@pytest.mark.parametrize(("cann", "release"), [("8.3.RC2", "0.11.0"), ("8.5.1", "0.18.0"), ("8.5.0", "0.13.0"),
+                                               ("9.1.0", "0.23.0"), ("9.2.0", None)])
+def test_default_release_holds_the_cann_of_the_node(cann, release):
+    row = cm.default_release(glibc="2.35", cann=cann)
+    assert (row["vllm_ascend"] if row else None) == release
