@@ -8,10 +8,13 @@ running service down::
     /opt/vllm/venv/bin/python validate_config.py /etc/vllm/config.yaml.new
     /opt/vllm/venv/bin/python validate_config.py --list-options   # the option names, snake_case
 
-It builds the same parser as vLLM's OpenAI API server (``make_arg_parser(FlexibleArgumentParser(...))``) and
-parses ``["--port=PORT", "--config", FILE]`` with it, as the service's start script does (up to vLLM 0.10.0 the
-loader drops the file name when ``--config`` comes first), so the file goes through vLLM's own config loader;
-then it runs ``validate_parsed_serve_args`` when that vLLM has it. It also insists that every key is an exact
+It builds the parser the service's start script meets, vLLM's CLI with its ``serve`` sub-command
+(``ServeSubcommand().subparser_init`` under a top-level ``FlexibleArgumentParser``, as
+``vllm.entrypoints.cli.main`` does), and parses ``["serve", MODEL, "--config", FILE]`` with it, so the file goes
+through vLLM's own config loader as the service reads it: under ``vllm serve`` that loader is the top-level
+parser's, which does not know the serve options' ``--no-X`` forms (vLLM 0.32 drops a ``false`` there too). Then it
+runs ``validate_parsed_serve_args`` when that vLLM has it. A vLLM without the CLI's serve module gets the API
+server's parser and ``["--port=PORT", "--config", FILE]``. It also insists that every key is an exact
 option name, because argparse would take ``enforce: true`` as an abbreviation of ``--enforce-eager``, and that
 the loader passes every key on: before vLLM 0.32 a ``false`` value is dropped without a word (write
 ``no-KEY: true``), and up to 0.14 a mapping becomes ``str(dict)``, a Python repr (write it as a JSON string).
@@ -34,16 +37,25 @@ os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
 
 
 def _build_parser():
+    """``(serve options parser, parser that reads --config or None, validate function or None)``."""
     try:
         from vllm.utils.argparse_utils import FlexibleArgumentParser
     except ImportError:  # vLLM before the argparse_utils split
         from vllm.utils import FlexibleArgumentParser
     try:
+        from vllm.entrypoints.cli.serve import ServeSubcommand
+    except ImportError:
+        ServeSubcommand = None
+    if ServeSubcommand is not None:
+        top = FlexibleArgumentParser(prog="vllm")
+        serve = ServeSubcommand().subparser_init(top.add_subparsers(dest="subparser"))
+        return serve, top, getattr(ServeSubcommand(), "validate", None)
+    try:
         from vllm.entrypoints.launchers import cli_args  # vLLM 0.3x
     except ImportError:
         from vllm.entrypoints.openai import cli_args  # older vLLM
     parser = cli_args.make_arg_parser(FlexibleArgumentParser(description="vLLM OpenAI-Compatible RESTful API server."))
-    return parser, getattr(cli_args, "validate_parsed_serve_args", None)
+    return parser, None, getattr(cli_args, "validate_parsed_serve_args", None)
 
 
 def _vllm_version():
@@ -58,8 +70,12 @@ def _long_options(parser):
     return sorted({action.dest for action in parser._actions if any(o.startswith("--") for o in action.option_strings)})
 
 
-def check(path, parser, validate=None):
-    """Problems with the config file at ``path`` (an empty list when vLLM accepts it)."""
+def check(path, parser, validate=None, top=None):
+    """Problems with the config file at ``path`` (an empty list when vLLM accepts it).
+
+    ``parser``: the parser holding the serve options; ``top``: vLLM's CLI parser with ``parser`` as its ``serve``
+    sub-parser (it reads the file under ``vllm serve``), or None for the API server's flat parser.
+    """
     import yaml
 
     if not path.endswith((".yaml", ".yml")):
@@ -76,13 +92,16 @@ def check(path, parser, validate=None):
                 if "--" + str(key).lstrip("-").replace("_", "-") not in known]
     if problems:
         return problems
-    problems = _lost_by_loader(config, parser, path)
+    problems = _lost_by_loader(config, top if top is not None else parser, path)
     if problems:
         return problems
     stderr = io.StringIO()
     try:
         with contextlib.redirect_stderr(stderr):
-            args = parser.parse_args([f"--port={config.get('port', 8000)}", "--config", path])
+            if top is not None:
+                args = top.parse_args(["serve", str(config.get("model", "model")), "--config", path])
+            else:
+                args = parser.parse_args([f"--port={config.get('port', 8000)}", "--config", path])
             if validate is not None:
                 validate(args)
     except SystemExit:
@@ -120,7 +139,7 @@ def main(argv):
         sys.stderr.write(__doc__)
         return 2
     try:
-        parser, validate = _build_parser()
+        parser, top, validate = _build_parser()
     except Exception as exc:  # noqa: BLE001 - report any import failure as "could not check"
         print(json.dumps({"ok": False, "problems": [f"cannot import vLLM: {exc}"], "vllm_version": None}))
         return 2
@@ -128,7 +147,7 @@ def main(argv):
         print("\n".join(_long_options(parser)))
         return 0
     try:
-        problems = check(argv[0], parser, validate)
+        problems = check(argv[0], parser, validate, top)
     except (OSError, ImportError) as exc:
         print(json.dumps({"ok": False, "problems": [str(exc)], "vllm_version": _vllm_version(), "config": argv[0]}))
         return 2

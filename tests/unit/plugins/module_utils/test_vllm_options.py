@@ -157,8 +157,10 @@ _VLLM_PYTHON = os.environ.get("VLLM_VALIDATE_PYTHON")
 
 @pytest.mark.skipif(not _VLLM_PYTHON, reason="VLLM_VALIDATE_PYTHON (a python with vLLM installed) is not set")
 @pytest.mark.parametrize(("text", "rc", "fragment"), [
-    ("model: /m\nserved-model-name: tiny\nmax-model-len: 4096\nenable-prefix-caching: false\n"
+    ("model: /m\nserved-model-name: tiny\nmax-model-len: 4096\nno-enable-prefix-caching: true\n"
      "compilation-config:\n  cudagraph_mode: FULL_DECODE_ONLY\n", 0, None),
+    # under `vllm serve` the CLI's top-level parser reads the file: it drops false even on vLLM 0.32
+    ("model: /m\nenable-prefix-caching: false\n", 1, "enable-prefix-caching: false is dropped"),
     ("model: /m\nswap-space: 4\n", 1, "swap-space: not an option of this vLLM"),
     ("model: /m\nenforce: true\n", 1, "enforce: not an option of this vLLM"),
     ("model: /m\nmax-model-len: lots\n", 1, "argument --max-model-len"),
