@@ -42,7 +42,8 @@ options:
   glibc:
     description:
       - The C library of an aarch64 node (C(getconf GNU_LIBC_VERSION), for example C(2.28) on Kylin V10); it must be
-        at least the glibc the row's aarch64 wheels are built for (manylinux tags; v0.20 and later need 2.34).
+        at least the glibc the row's aarch64 wheels are built for (manylinux tags; v0.20 and later need 2.34; a
+        release PyPI has as an sdist only fits no glibc).
     type: str
 """
 

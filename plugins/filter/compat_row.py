@@ -13,7 +13,7 @@ description:
   - Looks a vllm-ascend release up in the collection's one compatibility table (vllm-ascend's versioning
     policy) and returns its row, for pinning the other components.
   - C(latest) returns the newest final release with aarch64 wheels on PyPI. A partial version (C(0.23)) means
-    the newest final release starting with it (release candidates only: it must name a single row).
+    the newest final release starting with it (with release candidates only, it must name a single row).
 options:
   _input:
     description: The vllm-ascend release, for example C(0.23.0), C(v0.18.0), C(0.23.0.post1) or C(latest).
@@ -53,7 +53,12 @@ _value:
     - Keys C(label), C(vllm_ascend_min), C(vllm_ascend_max), C(vllm), C(vllm_min), C(vllm_max), C(python),
       C(python_min), C(python_max), C(cann) (list), C(torch), C(torch_npu), C(torch_npu_pin) (the pip prefix pin of
       torch_npu's release, for example C(2.7.1.*)), C(triton_ascend), C(glibc) (the oldest glibc its aarch64
-      wheels install on), C(source).
+      wheels install on; null when PyPI has no aarch64 wheel of the release), C(source).
+    - Also C(vllm_ascend) (the release; one row per release on PyPI), C(vllm_versions) (the exact vLLM releases),
+      C(final), C(documented) (the vllm-ascend doc whose row was used, null when none lists it),
+      C(torch_npu_required) (the wheel's pin), C(not_on_pypi) (package to version PyPI lacks), C(extra_index)
+      (the index vllm-ascend's installation guide names for them), C(pypi_gaps) (the message saying so),
+      C(aarch64_wheels) (cp tags) and C(notes) (where the doc, the Dockerfile and the wheels differ).
   type: dict
 """
 
