@@ -11,13 +11,13 @@ author:
   - ascendai.vllm contributors (@ascendai)
 description:
   - Builds the argument vector that runs the serve benchmark of the vLLM installed on the node with the same
-    workload as M(ascendai.vllm.openai_probe) - random prompts of O(settings.input_len) tokens,
-    O(settings.output_len) tokens out, O(settings.requests) requests, O(settings.concurrency) in flight.
+    workload as M(ascendai.vllm.openai_probe) - random prompts of C(input_len) tokens,
+    C(output_len) tokens out, C(requests) requests, C(concurrency) in flight.
   - The flags follow the release, read from its own parser - C(--endpoint-type openai-comp) (0.8.4 to 0.9.0),
     C(--endpoint-type openai) (0.9.1), C(--backend openai) (0.9.2 on), C(--save-detailed) (0.9.1 on),
     C(--num-warmups) (0.12 on).
   - vLLM 0.7.3 has no C(vllm.benchmarks.serve); its benchmarks/benchmark_serving.py is in the source tree only.
-    With O(settings.script) set to a copy of it on the node, that script is run with 0.7.3's flags; without it
+    With C(script) set to a copy of it on the node, that script is run with 0.7.3's flags; without it
     C(argv) is null and C(notes) say why.
 options:
   _input:
