@@ -14,7 +14,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 PLAYBOOK = os.path.join(ROOT, ".venv", "bin", "ansible-playbook")
 
 
-def run_preflight(tmp_path, vllm_ascend, platform):
+def run_preflight(tmp_path, vllm_ascend, platform, **role_vars):
     target = {"name": "aarch64", "flavour": "ascend", "platforms": [platform],
               "uv_platform": "aarch64-" + platform.rsplit("_", 1)[0], "python_version": "3.11"}
     play = tmp_path / "play.yml"
@@ -23,7 +23,7 @@ def run_preflight(tmp_path, vllm_ascend, platform):
         "vars": {"ansible_python_interpreter": sys.executable},
         "roles": [{"role": "ascendai.vllm.offline_bundle", "offline_bundle_vllm_ascend_version": vllm_ascend,
                    "offline_bundle_targets": [target], "offline_bundle_dir": str(tmp_path / "bundle"),
-                   "offline_bundle_uv": os.path.join(ROOT, ".venv", "bin", "uv")}],
+                   "offline_bundle_uv": os.path.join(ROOT, ".venv", "bin", "uv"), **role_vars}],
     }]))
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
                ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0")
@@ -39,11 +39,32 @@ def run_preflight(tmp_path, vllm_ascend, platform):
     ("0.11.0", "manylinux_2_17_aarch64", True),
 ])
 def test_target_glibc_against_the_row(tmp_path, vllm_ascend, platform, refused):
-    out = run_preflight(tmp_path, vllm_ascend, platform)
+    # the Huawei index holds 0.23.0's triton-ascend==3.2.2 (test_pin_missing_from_pypi_stops_before_download)
+    out = run_preflight(tmp_path, vllm_ascend, platform,
+                        offline_bundle_ascend_extra_index_urls=["https://mirrors.huaweicloud.com/ascend/repos/pypi"])
     if refused:
         assert out.returncode != 0, out.stdout[-3000:]
         assert "that row's aarch64 wheels need" in out.stdout
-        assert "the newest row whose aarch64 wheels install is" in out.stdout
+        assert "the newest release whose aarch64 wheels install is" in out.stdout
+        assert not (tmp_path / "bundle" / "wheels").exists()
+    else:
+        assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+
+
+@pytest.mark.skipif(not os.path.exists(PLAYBOOK), reason="the toolchain venv has no ansible-playbook")
+@pytest.mark.parametrize(("vllm_ascend", "role_vars", "refused"), [
+    ("0.23.0", {}, True),  # triton-ascend==3.2.2: not on PyPI
+    ("0.23.0", {"offline_bundle_ascend_extra_index_urls": ["https://mirrors.huaweicloud.com/ascend/repos/pypi"]},
+     False),
+    ("0.23.0", {"offline_bundle_overrides": ["triton-ascend==3.2.0"]}, False),
+    ("0.18.0", {}, False),  # its wheels pin triton-ascend==3.2.0, on PyPI
+])
+def test_pin_missing_from_pypi_stops_before_download(tmp_path, vllm_ascend, role_vars, refused):
+    out = run_preflight(tmp_path, vllm_ascend, "manylinux_2_34_aarch64", **role_vars)
+    if refused:
+        assert out.returncode != 0, out.stdout[-3000:]
+        assert "pins triton-ascend==3.2.2, which PyPI does not have" in out.stdout
+        assert "https://mirrors.huaweicloud.com/ascend/repos/pypi" in out.stdout
         assert not (tmp_path / "bundle" / "wheels").exists()
     else:
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
