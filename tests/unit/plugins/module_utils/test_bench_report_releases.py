@@ -216,3 +216,28 @@ def test_launcher_imports_the_parser_in_every_release_layout(archive, tmp_path):
                          env=dict(os.environ, PYTHONPATH=str(tmp_path)), timeout=60, check=False)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "RAN 7"
+
+
+# ------------------------------------------------------------------------------------------- real sandbox run
+def test_real_0_32_run_latency_is_ttft_plus_itls():
+    """On a real 0.32 result the derivation used for older releases gives 0.32's own 'latencies'."""
+    bench = load("vllm-0.32.0-sandbox.json")
+    with_latencies = bench_series(bench)
+    derived = bench_series({k: v for k, v in bench.items() if k != "latencies"})
+    assert len(derived) == 40
+    for a, b in zip(with_latencies, derived):
+        assert b["e2e_ms"] == pytest.approx(a["e2e_ms"], abs=0.05)
+
+
+def test_real_sandbox_run_side_by_side():
+    probe_run, bench = load("openai-probe-sandbox.json"), load("vllm-0.32.0-sandbox.json")
+    report = build_report(probe=probe_run, bench=bench, meta={"concurrency": 8, "warmup (vllm bench)": 1})
+    assert report["vllm_bench"]["failed"] == 0 and report["vllm_bench"]["failed_from"] == "failed"
+    comp = report["comparison"]
+    assert comp["rows"][0]["probe"] == probe_run["output_tokens_per_s"]
+    assert comp["rows"][0]["vllm_bench"] == bench["output_throughput"]
+    assert comp["gap_pct"] == pytest.approx((probe_run["output_tokens_per_s"] / bench["output_throughput"] - 1) * 100,
+                                            abs=0.05)
+    # same workload: 128 prompt tokens (vllm bench's re-encoded text: 5138 for 40), 128 out, 40 requests, 8 at once
+    assert not any("differ:" in n for n in comp["notes"])
+    assert "## The two tools side by side" in render_markdown(report)
