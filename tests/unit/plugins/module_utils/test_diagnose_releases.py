@@ -4,20 +4,22 @@ tests/unit/fixtures/diagnose/vllm-kv-cache-messages.json holds, for each vLLM re
 names (and the sandbox's 0.32.0), the messages that release raises when the KV cache cannot hold the model:
 produced by running that release's own ``check_enough_kv_cache_memory`` (V1) and ``raise_if_cache_size_invalid``
 (V0, up to 0.10.2) from its PyPI sdist with max_model_len 32768, 6 GiB needed, 2.5 GiB available, an estimate
-of 13648 tokens and 1024 blocks of 16 (see that directory's README.md). Each entry names the line that raises it.
+of 13648 tokens and 1024 blocks of 16 (tools/vllm_kv_messages.py). Each entry names the line that raises it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ascendai.vllm.plugins.filter.diagnose_match import FilterModule
 from ansible_collections.ascendai.vllm.plugins.module_utils.diagnose import DiagnoseError, match, release_key
 
-FIXTURE = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "diagnose", "vllm-kv-cache-messages.json")
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+FIXTURE = os.path.join(ROOT, "tests", "unit", "fixtures", "diagnose", "vllm-kv-cache-messages.json")
 with open(FIXTURE) as _handle:
     MESSAGES = json.load(_handle)
 
@@ -39,10 +41,22 @@ def _kv(findings):
     return [f for f in findings if f["id"] == "kv_cache_overflow"]
 
 
+def _matrix_vllm_releases():
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    try:
+        import vllm_release_facts  # pylint: disable=import-outside-toplevel
+    finally:
+        sys.path.pop(0)
+    return set(vllm_release_facts.matrix_versions())
+
+
 def test_fixture_covers_both_engines_and_every_release():
     kinds = {(m["vllm"], m["kind"]) for m in MESSAGES}
     releases = {m["vllm"] for m in MESSAGES}
-    assert {"0.7.3", "0.9.2", "0.10.2", "0.11.0", "0.13.0", "0.18.0", "0.23.0", "0.32.0"} <= releases
+    # every vLLM release the compatibility matrix names, and the sandbox's: tools/vllm_kv_messages.py
+    missing = _matrix_vllm_releases() - releases
+    assert not missing, f"rerun tools/vllm_kv_messages.py: no messages of vLLM {sorted(missing)}"
+    assert "0.32.0" in releases
     for release in releases:
         assert (release, "v1_needed") in kinds and (release, "v1_no_memory") in kinds
         # the V0 engine's text exists up to 0.10.2 and no later
