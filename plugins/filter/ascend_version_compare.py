@@ -55,7 +55,7 @@ _OPERATORS = {"<": (-1,), "<=": (-1, 0), "==": (0,), "!=": (-1, 1), ">=": (0, 1)
 
 
 def ascend_version_compare(version, other, operator=None):
-    if operator is not None and operator not in _OPERATORS:
+    if operator is not None and (not isinstance(operator, str) or operator not in _OPERATORS):
         raise AnsibleFilterError(f"ascend_version_compare: operator {operator!r} is not one of "
                                  f"{', '.join(_OPERATORS)}")
     for name, value in (("input", version), ("other", other)):

@@ -89,10 +89,17 @@ def model_config_check(config_json, tensor_parallel_size=1, supported_architectu
                                                 or not isinstance(supported_architectures, (list, tuple, set))):
         raise AnsibleFilterError(f"model_config_check: supported_architectures={supported_architectures!r} must be "
                                  "a list of class names (parse vLLM's output with from_json)")
+    dims = None
+    if head_dims is not None:
+        if not isinstance(head_dims, (list, tuple)) or not all(
+                (isinstance(d, int) and not isinstance(d, bool) and d > 0) or (isinstance(d, str) and d.isdigit()
+                                                                              and len(d) < 7) for d in head_dims):
+            raise AnsibleFilterError(f"model_config_check: head_dims={head_dims!r} must be a list of positive "
+                                     "integers (the head sizes the attention backend supports)")
+        dims = [int(d) for d in head_dims]
     try:
         return check_model_config(config_json, tensor_parallel_size=tp,
-                                  supported_architectures=supported_architectures,
-                                  head_dims=[int(d) for d in head_dims] if head_dims is not None else None)
+                                  supported_architectures=supported_architectures, head_dims=dims)
     except ConfigError as exc:
         raise AnsibleFilterError(f"model_config_check: {exc}") from exc
 

@@ -103,7 +103,7 @@ def load_config(config_json):
     if isinstance(config_json, (str, bytes)):
         try:
             config_json = json.loads(config_json)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: '[[[[...' nested past Python's limit
             raise PlanError(f"config.json is not valid JSON: {exc}") from None
     if not isinstance(config_json, dict):
         raise PlanError(f"config.json must be a mapping, got {type(config_json).__name__}")

@@ -25,7 +25,7 @@ def load_config(config_json):
     if isinstance(config_json, (str, bytes)):
         try:
             config_json = json.loads(config_json)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: '[[[[...' nested past Python's limit
             raise ConfigError(f"config.json is not valid JSON ({exc}); pass the file's content, e.g. "
                               "lookup('ansible.builtin.file', path) or the b64decode of a slurp") from None
     if not isinstance(config_json, dict):

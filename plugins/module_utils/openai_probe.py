@@ -516,7 +516,7 @@ def served_model_ids(body):
     """The model ids listed by a ``/v1/models`` body (bytes or str); raises ValueError when unreadable."""
     try:
         obj = json.loads(body)
-    except ValueError as exc:
+    except (ValueError, TypeError, RecursionError) as exc:  # RecursionError: '[[[[...' nested past the limit
         raise ValueError(f"/v1/models did not answer JSON: {snippet(body, 120)!r}") from exc
     data = obj.get("data") if isinstance(obj, dict) else None
     if not isinstance(data, list):

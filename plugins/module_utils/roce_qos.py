@@ -57,6 +57,9 @@ def normalize_policy(policy=None):
 
     traffic_class None (the default) leaves the NIC's DSCP map alone; with prio_tc given it is prio_tc[priority].
     """
+    if policy is not None and not isinstance(policy, dict):
+        raise RoceQosError(f"the RoCE QoS policy must be a mapping (pfc_priority, dscp, traffic_class, prio_tc), got "
+                           f"{type(policy).__name__} {str(policy)[:60]!r}")
     p = dict(policy or {})
     unknown = set(p) - {"pfc_priority", "dscp", "traffic_class", "prio_tc"}
     if unknown:
@@ -122,7 +125,7 @@ def cloudengine_config(policy=None, interfaces=(), domain="ascend_roce", dscp_ma
     p = normalize_policy(policy)
     if isinstance(interfaces, str):
         interfaces = [interfaces]
-    if not interfaces:
+    if not isinstance(interfaces, (list, tuple)) or not interfaces:
         raise RoceQosError("interfaces must list the switch ports facing the NPU NICs, e.g. ['400GE1/1/5:1']")
     # one word each: a newline or a space would add a command to the snippet pasted into the switch
     bad = [port for port in interfaces if not isinstance(port, str) or not port or any(
@@ -208,6 +211,9 @@ def check_consistency(observed, policy=None):
     def add(where, setting, expected, seen, fix):
         issues.append({"where": where, "setting": setting, "expected": expected, "observed": seen, "fix": fix})
 
+    if observed is not None and not isinstance(observed, dict):
+        raise RoceQosError("observed must be a mapping of hccl_env, hccn, host_nic, switch, got "
+                           f"{type(observed).__name__}")
     obs = dict(observed or {})
     unknown = set(obs) - {"hccl_env", "hccn", "host_nic", "switch"}
     if unknown:
