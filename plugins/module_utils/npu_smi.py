@@ -418,10 +418,10 @@ def parse_info(text):
             ", ".join(str(i) for i in missing), ", ".join(str(i) for i in sorted(listed)) or "none")
         result["notes"].append(msg)
         result["inconsistent"].append(msg)
-    if not result["process_table"] and npus:
+    if not result["process_table"]:
         result["notes"].append(
-            f"no process table after the device table (npu-smi info prints one): if the output was cut, NPUs after "
-            f"NPU {npus[-1]['npu_id']} may be missing"
+            "no process table after the device table (npu-smi info prints one): if the output was cut, NPUs after "
+            + (f"NPU {npus[-1]['npu_id']}" if npus else "the header (none was read)") + " may be missing"
         )
 
     for npu in npus:

@@ -87,3 +87,10 @@ def test_capture_cut_between_rows_is_noted():
     facts = summarize(parse_info("\n".join(LINES[:end])))
     assert facts["count"] == 4
     assert any("no process table" in x and "after NPU 3" in x for x in facts["notes"])
+
+
+def test_capture_cut_after_the_header_is_noted():
+    # found by the Hypothesis suite: a table with its header and no row parsed into 0 NPUs without a word
+    header_end = next(i for i, x in enumerate(LINES) if x.startswith("+====="))
+    facts = summarize(parse_info("\n".join(LINES[:header_end + 1])))
+    assert facts["count"] == 0 and any("after the header (none was read)" in x for x in facts["notes"])
