@@ -149,6 +149,9 @@ def test_ascend_install_steps(tmp_path, vllm_ascend, torch, torch_npu, vllm, dec
     ("0.23.0", "9.1.0", "2.28", "glibc 2.28 is older than the glibc 2.34 that row's aarch64 wheels need"),
     ("0.11.0", "8.3.RC2", "2.28", None),
     ("0.23.0", "9.1.0", "2.34", None),
+    # vllm_ascend_version empty: the default release for the node (issue 16, finding 9)
+    ("", "8.5.1", "2.28", None),
+    ("", "9.1.0", "2.28", "no final vllm-ascend release installs on glibc 2.28 with CANN 9.1.0"),
 ])
 def test_preflight_checks_the_glibc_of_an_aarch64_node(tmp_path, vllm_ascend, cann, glibc, error):
     """playbooks/preflight.yml's vllm check (compat.yml) on a Kylin V10-like aarch64 node: getconf says 2.28."""
@@ -173,7 +176,11 @@ def test_preflight_checks_the_glibc_of_an_aarch64_node(tmp_path, vllm_ascend, ca
     if error:
         assert out.returncode != 0, out.stdout[-3000:]
         assert error in out.stdout + out.stderr
-        assert "On glibc 2.28 the newest row whose aarch64 wheels install is vllm-ascend v0.18.0" in out.stdout
+        if vllm_ascend:
+            assert "On glibc 2.28 the newest release whose aarch64 wheels install is vllm-ascend v0.18.0" in out.stdout
     else:
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
         assert f"glibc={glibc}" in out.stdout
+        if not vllm_ascend:
+            assert "vllm_ascend_version is empty: vllm-ascend 0.18.0, the newest final release for glibc 2.28" \
+                in " ".join(out.stdout.split())
