@@ -56,6 +56,10 @@ SCENARIOS = {
     },
     "guide_resource": {"k8s_manifests_npu_resource": "huawei.com/ascend-910b"},
     "bad_option": {"k8s_manifests_vllm_options": {"swap_space": 4}},
+    # vllm-ascend 0.11.0's image runs vLLM 0.11.0, which still has swap_space (removed in 0.18.0)
+    "old_image": {"k8s_manifests_image": "quay.io/ascend/vllm-ascend:v0.11.0-openeuler",
+                  "k8s_manifests_vllm_options": {"swap_space": 4, "additional_config": {"ascend_scheduler_config":
+                                                                                        {"enabled": True}}}},
 }
 
 
@@ -265,6 +269,17 @@ def test_guide_resource_name_fails_with_the_fix(runs):
     assert "huawei.com/ascend-910b does not exist" in output
     assert "use huawei.com/Ascend910" in output
     assert not docs
+
+
+def test_options_follow_the_vllm_of_the_image_tag(runs):
+    docs, _unused = _ok(runs, "old_image")
+    config = yaml.safe_load(_by_kind(docs)["ConfigMap"]["data"]["config.yaml"])
+    assert config["swap-space"] == 4
+    # vLLM 0.11.0's --config loader would pass a mapping on as str(dict): rendered in the form 0.11.0 reads
+    assert config == render_config(dict(SCENARIOS["old_image"]["k8s_manifests_vllm_options"], tensor_parallel_size=8,
+                                        max_model_len=4096, gpu_memory_utilization=0.9, host="0.0.0.0", port=8000),
+                                   model="/models/deepseek-llm-67b-chat", served_model_name="deepseek-67b",
+                                   vllm_version="0.11.0")
 
 
 def test_removed_vllm_option_fails_before_anything_is_written(runs):
