@@ -91,9 +91,12 @@ def model_config_check(config_json, tensor_parallel_size=1, supported_architectu
                                  "a list of class names (parse vLLM's output with from_json)")
     dims = None
     if head_dims is not None:
-        if not isinstance(head_dims, (list, tuple)) or not all(
-                (isinstance(d, int) and not isinstance(d, bool) and d > 0) or (isinstance(d, str) and d.isdigit()
-                                                                              and len(d) < 7) for d in head_dims):
+        def _dim(d):
+            if isinstance(d, str):
+                return d.isdigit() and len(d) < 7
+            return isinstance(d, int) and not isinstance(d, bool) and d > 0
+
+        if not isinstance(head_dims, (list, tuple)) or not all(_dim(d) for d in head_dims):
             raise AnsibleFilterError(f"model_config_check: head_dims={head_dims!r} must be a list of positive "
                                      "integers (the head sizes the attention backend supports)")
         dims = [int(d) for d in head_dims]

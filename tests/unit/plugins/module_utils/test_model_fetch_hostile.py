@@ -113,7 +113,7 @@ def test_the_guard_lets_a_steady_transfer_through():
             return b"x" * n
 
     guard = mf.SpeedGuard(Stream(), window=5, clock=lambda: next(ticks))
-    for _ in range(20):
+    for _read in range(20):
         assert len(guard.read(1 << 20)) == 1 << 20
 
 
@@ -126,5 +126,5 @@ def test_the_guard_stops_a_slow_one():
 
     guard = mf.SpeedGuard(Stream(), window=5, clock=lambda: next(ticks))
     with pytest.raises(mf.SlowTransfer, match="less than 1024 bytes/s"):
-        for _ in range(10):
+        for _read in range(10):
             guard.read(1 << 20)
