@@ -469,7 +469,7 @@ def run_probe(endpoint, payload, requests=10, concurrency=1, chat=False, clock=t
     if warmup:
         with ThreadPoolExecutor(max_workers=min(concurrency, warmup)) as pool:
             warm = [f.result() for f in [pool.submit(stream_request, endpoint, payload_for(0), chat, clock)
-                                         for _ in range(warmup)]]
+                                         for _warm in range(warmup)]]
     start = clock()
     with ThreadPoolExecutor(max_workers=min(concurrency, requests)) as pool:
         for future in [pool.submit(one, i) for i in range(requests)]:
