@@ -186,9 +186,10 @@ def compare(probe, bench, meta=None):
     gap = rows[0]["diff_pct"]
     big = gap is not None and abs(gap) > GAP_PCT
     if big and not notes:
-        notes.append(f"the output throughput differs by {gap:+.1f} % on the same workload; the cause is not known "
-                     "(both count the whole run from the first request to the last token; rerun with more requests "
-                     "to see whether it holds)")
+        notes.append(f"the output throughput differs by {gap:+.1f} % on the same workload and no workload difference "
+                     "explains it, so the cause is not known. The tools run one after the other: anything else using "
+                     "the node's processors between the two runs shows as a gap (on a CPU-only or shared node most of "
+                     "all). Rerun, with more requests, to see whether it holds")
     return {"rows": rows, "gap_pct": gap, "gap_over_limit": big, "notes": notes}
 
 
