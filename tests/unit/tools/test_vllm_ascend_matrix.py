@@ -8,8 +8,8 @@ import os
 import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-_SPEC = importlib.util.spec_from_file_location("vllm_ascend_matrix", os.path.join(ROOT, "tools",
-                                                                                   "vllm_ascend_matrix.py"))
+_SPEC = importlib.util.spec_from_file_location(
+    "vllm_ascend_matrix", os.path.join(ROOT, "tools", "vllm_ascend_matrix.py"))
 tool = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(tool)
 
