@@ -32,9 +32,7 @@ def test_bench_reads_the_generated_key_from_the_node(tmp_path):
                  "bench_timeout": 30, "bench_report_dir": str(tmp_path / "reports")}
         (tmp_path / "vars.json").write_text(json.dumps(extra))
         env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
-                   ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
-                   # bench.yml's `when: bench_cmd.argv` is None with bench_vllm_serve=false (not this test's subject)
-                   ANSIBLE_ALLOW_BROKEN_CONDITIONALS="1")
+                   ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
         playbook = os.environ.get("ASCENDAI_TEST_BENCH", os.path.join(ROOT, "playbooks", "bench.yml"))
         proc = subprocess.run([PLAYBOOK, "-v", "-i", "localhost,", "-e", "bench_hosts=localhost",
                                "-e", f"@{tmp_path / 'vars.json'}", playbook],
