@@ -136,7 +136,7 @@ def test_the_report_says_where_never_what(runs):
     for run in ("first", "second"):
         for result in runs[run].values():
             assert not result["key"] or result["key"] not in result["report"]
-    for secret in {runs["first"]["fresh"]["key"], KEPT, GIVEN}:
+    for secret in (runs["first"]["fresh"]["key"], KEPT, GIVEN):
         assert secret not in runs["out"], "a key appeared in ansible-playbook -v output"
 
 
