@@ -55,13 +55,9 @@ options:
     description: Run the package's C(--check) before extracting it.
     type: bool
     default: true
-attributes:
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
+extends_documentation_fragment:
+  - ascendai.vllm.attributes
+  - ascendai.vllm.attributes.info_module
 notes:
   - Runs the package with C(bash), so the file needs no execute bit.
 seealso:

@@ -72,14 +72,16 @@ options:
     type: list
     elements: str
     default: []
+extends_documentation_fragment:
+  - ascendai.vllm.attributes
 attributes:
   check_mode:
-    description: Computes and reports the commands without running them; link and health are not checked when
+    support: full
+    details: Computes and reports the commands without running them; link and health are not checked when
       changes are pending.
-    support: full
   diff_mode:
-    description: Shows the managed settings before and after.
     support: full
+    details: Shows the managed settings before and after.
 author:
   - ascendai.vllm contributors (@ascendai)
 """

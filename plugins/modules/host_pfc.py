@@ -46,13 +46,15 @@ options:
   mlnx_qos_path:
     description: Path of C(mlnx_qos).
     type: path
+extends_documentation_fragment:
+  - ascendai.vllm.attributes
 attributes:
   check_mode:
-    description: Reports the commands that would run without running them.
     support: full
+    details: Reports the commands that would run without running them.
   diff_mode:
-    description: Shows the PFC priorities, trust and DSCP entries before and after.
     support: full
+    details: Shows the PFC priorities, trust and DSCP entries before and after.
 author:
   - ascendai.vllm contributors (@ascendai)
 """

@@ -71,16 +71,19 @@ options:
     description: Convert again even when O(dest) already holds this conversion.
     type: bool
     default: false
+extends_documentation_fragment:
+  - ascendai.vllm.attributes
+  - ascendai.vllm.attributes.idempotent
 attributes:
   check_mode:
-    description: Reads the source headers and reports what would be written, without writing.
     support: full
+    details: Reads the source headers and reports what would be written, without writing.
   diff_mode:
-    description: Reports the dtype and shard files of O(dest) before and after.
     support: partial
+    details: Reports the dtype and shard files of O(dest) before and after.
   idempotent:
-    description: A finished conversion of the same source with the same options is recognised and skipped.
     support: full
+    details: A finished conversion of the same source with the same options is recognised and skipped.
 notes:
   - Peak memory is a few chunk buffers (about 30 MiB), independent of the model size.
   - Temporary directories C(.<dest name>.convert-<pid>-*) next to O(dest) left by a killed run are removed by the

@@ -83,16 +83,19 @@ options:
   directory_mode:
     description: Mode of O(dest) and the directories below it, for example C('0750').
     type: raw
+extends_documentation_fragment:
+  - ascendai.vllm.attributes
+  - ascendai.vllm.attributes.idempotent
 attributes:
   check_mode:
-    description: Reads the manifest, the sizes on the server and the free space, and reports what would be fetched.
     support: full
+    details: Reads the manifest, the sizes on the server and the free space, and reports what would be fetched.
   diff_mode:
-    description: Reports the files missing or different before, and the manifest's files after.
     support: partial
+    details: Reports the files missing or different before, and the manifest's files after.
   idempotent:
-    description: Files present with the manifest's sha256 are left alone.
     support: full
+    details: Files present with the manifest's sha256 are left alone.
 notes:
   - Serve the bundle over HTTP for real model sizes (a 67B model is 134 GB in FP16). Copying from the controller
     with C(ansible.builtin.copy) sends each file through the connection plugin and is far slower.

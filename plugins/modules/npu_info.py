@@ -34,16 +34,10 @@ options:
     type: bool
     default: false
     aliases: [register_fact]
-attributes:
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
-  facts:
-    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
-    support: full
+extends_documentation_fragment:
+  - ascendai.vllm.attributes
+  - ascendai.vllm.attributes.info_module
+  - ascendai.vllm.attributes.facts
 notes:
   - C(npu-smi) needs root or membership in the C(HwHiAiUser) group; use O(ignore:become=true) otherwise.
   - An NPU counts as unhealthy when its health is V(Warning), V(Alarm) or V(Critical) (as the driver counts it),

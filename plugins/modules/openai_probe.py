@@ -132,13 +132,13 @@ options:
     description: Return the measurements of every request in RV(per_request).
     type: bool
     default: true
+extends_documentation_fragment:
+  - ascendai.vllm.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Read-only; it sends its requests in check mode too.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
 notes:
   - The module runs on the target node; point O(base_url) at an address the node can reach (for the service on
