@@ -224,7 +224,8 @@ def test_configmap_holds_the_vllm_config_that_the_command_reads(runs, scenario):
     assert config == render_config(options, model=model,
                                    served_model_name=inputs.get("k8s_manifests_served_model_name", "deepseek-67b"))
     container = _container(docs)
-    assert container["command"][-2:] == ["--config", "/etc/vllm/config.yaml"]
+    # vLLM's serve sub-command, the model first (every release reads it there), then the file
+    assert container["command"] == ["vllm", "serve", model, "--config", "/etc/vllm/config.yaml"]
     pod = kinds["Deployment"]["spec"]["template"]["spec"]
     config_volume = next(v for v in pod["volumes"] if v["name"] == "config")
     assert config_volume["configMap"]["name"] == kinds["ConfigMap"]["metadata"]["name"]
