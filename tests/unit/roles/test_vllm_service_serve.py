@@ -62,7 +62,7 @@ def _serve_parser(version):
     holding that release's options and the model positional (required, as in vLLM 0.7.3)."""
     files = facts_tool.read_release(os.path.join(facts_tool.FIXTURES, f"vllm-{version}.tar.xz"))
     options = dict(word.split(":") for word in "".join(RELEASES[version]["options"]).split())
-    parser_cls, _ = facts_tool.flexible_parser_class(files)
+    parser_cls, _unused = facts_tool.flexible_parser_class(files)
     top = parser_cls(prog="vllm")
     serve = top.add_subparsers(dest="subparser").add_parser("serve")
     serve.add_argument("model_tag")
@@ -92,7 +92,7 @@ def test_serve_argv_reaches_every_release_loader_with_headless_data_parallel(ver
 
 def test_without_the_model_first_vllm_073_refuses_the_config(tmp_path):
     # vLLM 0.7.3's loader takes args[1] of `serve` as the model: `serve --config FILE` is refused.
-    top, _ = _serve_parser("0.7.3")
+    top, _unused = _serve_parser("0.7.3")
     path = tmp_path / "vllm.yaml"
     path.write_text("model: /models/m\n")
     with pytest.raises(ValueError, match="No model_tag specified"):
@@ -216,7 +216,7 @@ def test_node_check_reads_the_file_as_vllm_serve_does(tmp_path):
     # Under `vllm serve` the CLI's top-level parser reads --config; it does not know the serve sub-parser's
     # --no-X options, so vLLM 0.32.0's loader drops `false` (the API server's flat parser would write --no-X).
     validate = _load("vllm_validate_config_serve", os.path.join(ROLE, "files", "validate_config.py"))
-    top, _ = _serve_parser("0.32.0")
+    top, _unused = _serve_parser("0.32.0")
     serve = top._subparsers._group_actions[0].choices["serve"]  # pylint: disable=protected-access
     path = tmp_path / "vllm.yaml"
     path.write_text("model: /m\nenable-prefix-caching: false\n")
