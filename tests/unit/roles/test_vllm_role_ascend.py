@@ -16,12 +16,14 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
 import zipfile
 
 import pytest
+from ansible_collections.ascendai.vllm.plugins.module_utils import compat_matrix
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 COLLECTIONS = os.path.join(ROOT, ".cache", "collections")
@@ -104,6 +106,22 @@ def run_role(tmp_path, venv, wheelhouse, vllm_ascend):
     return int(recap.group(2)), out.stdout
 
 
+def python_for_row(vllm_ascend):
+    """A Python the row allows for the node's venv: the controller's when it fits (vllm-ascend 0.11.0 refuses 3.12+,
+    so a Python 3.13 controller cannot build that venv), else a python3.N on PATH, newest first; skip without one."""
+    row = compat_matrix.find_row(vllm_ascend)
+    low, high = (tuple(int(part) for part in row[key].split(".")) for key in ("python_min", "python_max"))
+    if low <= sys.version_info[:2] <= high:
+        return sys.executable
+    for minor in range(high[1], low[1] - 1, -1):
+        found = shutil.which(f"python{high[0]}.{minor}")
+        if found:
+            return found
+    pytest.skip(f"vllm-ascend {vllm_ascend} needs Python {row['python_min']}-{row['python_max']}; this controller "
+                f"runs {sys.version_info[0]}.{sys.version_info[1]} and no python3.N of that range is on PATH")
+    return None
+
+
 # vllm-ascend release, torch, the wheel's torch-npu pin, vLLM, wheelhouse decoys of torch-npu that must not be taken
 ROWS = [
     ("0.23.0", "2.10.0", "2.10.0.post4", "0.23.0", ["2.14.0", "2.10.0.post6"]),
@@ -125,7 +143,7 @@ def test_ascend_install_steps(tmp_path, vllm_ascend, torch, torch_npu, vllm, dec
                 requires=[f"torch=={torch}", f"torch-npu=={torch_npu}"])
     write_vllm_sdist(str(wheelhouse), vllm)
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([python_for_row(vllm_ascend), "-m", "venv", str(venv)], check=True)
 
     changed, stdout = run_role(tmp_path, venv, wheelhouse, vllm_ascend)
     assert changed >= 1, stdout[-3000:]
