@@ -35,6 +35,7 @@ from ansible_collections.ascendai.vllm.plugins.module_utils import (
     ascend_driver_plan,
     ascend_packages,
     bench_report,
+    compat_matrix,
     diagnose,
     hccn,
     host_pfc,
@@ -43,6 +44,7 @@ from ansible_collections.ascendai.vllm.plugins.module_utils import (
     model_fetch,
     npu_smi,
     openai_probe,
+    quant_tools,
     roce_qos,
     safetensors_convert,
     service_env,
@@ -265,6 +267,14 @@ ENTRY_POINTS = [
     ("bench_report.normalize_slo", bench_report.normalize_slo, (anything,), bench_report.ReportError),
     ("bench_report.build_report", bench_report.build_report, (anything, anything), bench_report.ReportError),
     ("vllm_options.render_config", vllm_options.render_config, (anything,), vllm_options.OptionError),
+    ("quant_tools.quant_plan", quant_tools.quant_plan, (anything, texts, texts, texts, texts),
+     quant_tools.QuantToolError),
+    # documented: "Raises ValueError when the string is not a version" (a user's vllm_ascend_version)
+    ("compat_matrix.find_row", compat_matrix.find_row, (anything,), ValueError),
+    ("compat_matrix.check_combination", lambda a, c, p, g: compat_matrix.check_combination(
+        vllm_ascend=a, cann=c, python=p, glibc=g), (anything, anything, anything, anything), ValueError),
+    ("compat_matrix.default_release", compat_matrix.default_release,
+     (anything, st.one_of(st.none(), st.lists(texts, max_size=3)), anything), ValueError),
 ]
 
 
