@@ -153,9 +153,17 @@ class FakeVllm:
                 with fake._lock:
                     fake.in_flight += 1
                     fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
+                self.counted = True
                 try:
                     self.stream(req, chat, rid)
                 finally:
+                    self.leave()
+
+            def leave(self):
+                # A request stops counting before its last bytes go out: once the client has read them it may
+                # send its next request, which a loaded machine can start handling before this thread resumes.
+                if getattr(self, "counted", False):
+                    self.counted = False
                     with fake._lock:
                         fake.in_flight -= 1
 
@@ -204,6 +212,8 @@ class FakeVllm:
                 for i, data in enumerate(wire):
                     if i and fake.token_delay:
                         fake.sleep(fake.token_delay)
+                    if i == len(wire) - 1:
+                        self.leave()
                     if fake.behaviour == "split":
                         # SSE messages cut across HTTP chunks, CRLF line ends: the decoder must reassemble them
                         data = data.replace(b"\n", b"\r\n")
@@ -211,6 +221,7 @@ class FakeVllm:
                             self.chunk(piece)
                     else:
                         self.chunk(data)
+                self.leave()
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
 
