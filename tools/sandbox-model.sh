@@ -19,7 +19,10 @@ log() { printf '[sandbox-model] %s\n' "$*" >&2; }
 
 [[ -x $PY ]] || { [[ $PY == "$ROOT/.venv/bin/python" ]] && "$ROOT/tools/bootstrap.sh"; }
 mkdir -p "$BUNDLE/models" "$BUNDLE/.work"   # .work/: left out of the manifest
-gen_hash=$(cd "$ROOT" && cat tests/tools/make_tiny_model.py plugins/module_utils/safetensors_convert.py |
+# tiny-deepseek-v3: the DeepSeek-V3-architecture model (MLA + MoE) of tests/tools/make_tiny_v3_model.py.
+GEN=tests/tools/make_tiny_model.py
+[[ $NAME == tiny-deepseek-v3 ]] && GEN=tests/tools/make_tiny_v3_model.py
+gen_hash=$(cd "$ROOT" && cat "$GEN" tests/tools/make_tiny_model.py plugins/module_utils/safetensors_convert.py |
            sha256sum | cut -c1-16)
 gen_hash="$gen_hash-seed$SEED"
 stamp="$BUNDLE/.work/sandbox-model-$NAME.stamp"
@@ -31,7 +34,7 @@ else
   # Generated next to its place and swapped in: an interrupted run leaves no half model in the bundle.
   work=$(mktemp -d "$BUNDLE/.work/$NAME.XXXXXX")
   trap 'rm -rf "$work"' EXIT
-  "$PY" "$ROOT/tests/tools/make_tiny_model.py" "$work/$NAME" --seed "$SEED" >/dev/null
+  "$PY" "$ROOT/$GEN" "$work/$NAME" --seed "$SEED" >/dev/null
   chmod -R u=rwX,go=rX "$work/$NAME"
   rm -rf "$dest.old"
   [[ -e $dest ]] && mv "$dest" "$dest.old"
@@ -62,3 +65,5 @@ else
   chmod 0644 "$manifest"
   log "MANIFEST.sha256 updated ($(grep -c " models/$NAME/" "$manifest") lines for models/$NAME/, $(wc -l < "$manifest") in all)"
 fi
+# Without MODEL_NAME: the tiny DeepSeek-V3-architecture model goes in beside the DeepSeek-LLM one (8 MB).
+[[ -n ${MODEL_NAME:-} ]] || MODEL_NAME=tiny-deepseek-v3 exec "$0" "$@"
