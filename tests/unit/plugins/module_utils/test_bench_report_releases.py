@@ -1,4 +1,4 @@
-"""bench.yml and its report on every vLLM release's vllm bench serve (issue 16, findings 4 and 5).
+"""The bench role and its report on every vLLM release's vllm bench serve (issue 16, findings 4 and 5).
 
 The result files under tests/unit/fixtures/bench/ follow each release's writing code (see their README.md);
 the launcher is run against each release's module layout taken from the committed sdist extracts.
@@ -27,7 +27,7 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.openai_probe import 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 BENCH = os.path.join(ROOT, "tests", "unit", "fixtures", "bench")
 RELEASES = os.path.join(ROOT, "tests", "unit", "fixtures", "vllm-releases")
-PLAYBOOK = os.path.join(ROOT, "playbooks", "bench.yml")
+BENCH_VARS = os.path.join(ROOT, "roles", "bench", "vars", "main.yml")
 
 
 def load(name):
@@ -196,8 +196,8 @@ def _layout(archive):
 @pytest.mark.parametrize("archive", sorted(a for a in os.listdir(RELEASES) if a.endswith(".tar.xz")))
 def test_launcher_imports_the_parser_in_every_release_layout(archive, tmp_path):
     """FlexibleArgumentParser is in vllm/utils/argparse_utils.py from 0.12, in vllm.utils before (the sdists)."""
-    with open(PLAYBOOK, encoding="utf-8") as f:
-        launcher = yaml.safe_load(f)[0]["vars"]["bench_vllm_serve_launcher"]
+    with open(BENCH_VARS, encoding="utf-8") as f:
+        launcher = yaml.safe_load(f)["_bench_vllm_serve_launcher"]
     pkg = tmp_path / "vllm"
     (pkg / "utils").mkdir(parents=True)
     (pkg / "benchmarks").mkdir()
