@@ -6,126 +6,49 @@ The bundle (``playbooks/download.yml``) holds ``models/<name>/...`` and ``MANIFE
 paths relative to the bundle). The source is an HTTP(S) URL of the bundle root, or a directory on the node
 (an NFS mount, a USB disk). Standard library only: this runs on the target node.
 
-- Resumable: a file is written to ``<dest>/.ascendai_fetch/<file>.part`` and continued with an HTTP Range
-  request (or a seek) where a previous run stopped; a server that ignores Range restarts the file.
-- Parallel: several files at once (threads; the work is I/O).
-- Checked: every file's sha256 against the manifest; a mismatch removes the file and fails.
-- Bounded: the free space is checked before anything is written.
-- Observable: progress goes to a JSON status file, rewritten every second, that a caller can poll.
-- Idempotent and fast on re-runs: a file's sha256 is cached in ``.ascendai_fetch/<file>.sha256`` keyed by size
-  and mtime, so a second run does not re-read 134 GB.
+Everything but the choice of the model's rows lives in :mod:`bundle` (manifest, sources, sha256 cache, the
+resumable parallel transfer with its progress file); the names below are kept for callers of this module.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import http.client
-import json
 import os
-import re
-import socket
-import ssl
-import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 
-MANIFEST_NAME = "MANIFEST.sha256"
-STATE_DIR = ".ascendai_fetch"
-STATUS_NAME = "status.json"
-CHUNK_BYTES = 1 << 20
-CACHE_VERSION = 1
-
-_MANIFEST_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")
-_CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
-_NETWORK_ERRORS = (urllib.error.URLError, http.client.HTTPException, socket.timeout, ConnectionError, TimeoutError)
-
-
-# A transfer slower than this over a whole ``timeout`` window is given up (and retried): the socket timeout alone
-# waits only for the next byte, so a server sending one byte every half second never trips it (curl's
-# --speed-limit/--speed-time idea).
-LOW_SPEED_BYTES_PER_S = 1024
-MANIFEST_MAX_BYTES = 64 << 20
-
-
-class FetchError(Exception):
-    """A fetch that cannot be done or went wrong; the message says which file, why and what to do."""
-
-
-class SlowTransfer(TimeoutError):
-    """Fewer than LOW_SPEED_BYTES_PER_S over a whole timeout window."""
-
-
-class SpeedGuard:
-    """Reads a stream in pieces as they arrive and raises :class:`SlowTransfer` when a whole ``window`` seconds
-    bring fewer than ``min_rate`` bytes per second; ``window`` None (a local directory) checks nothing."""
-
-    def __init__(self, stream, window, min_rate=LOW_SPEED_BYTES_PER_S, clock=time.monotonic):
-        self.stream = stream
-        self.reader = getattr(stream, "read1", None) or stream.read
-        self.window = window
-        self.min_rate = min_rate
-        self.clock = clock
-        self.start = clock()
-        self.got = 0
-
-    def read(self, n):
-        block = self.reader(n)
-        if self.window:
-            now = self.clock()
-            self.got += len(block)
-            elapsed = now - self.start
-            if block and elapsed >= self.window:
-                if self.got < self.min_rate * elapsed:
-                    raise SlowTransfer(f"the server sent {self.got} bytes in {elapsed:.0f} s, less than "
-                                       f"{self.min_rate} bytes/s: given up (a stalled or trickling transfer)")
-                self.start, self.got = now, 0
-        return block
-
-
-class Stopped(FetchError):
-    """A transfer stopped because another one failed; its partial file is kept."""
-
-
-def human(n):
-    """``1.5 GiB`` style size."""
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"  # pragma: no cover - loop always returns
-
-
-# --------------------------------------------------------------------------- manifest
-
-
-def _safe_relpath(path, where):
-    parts = path.split("/")
-    if path.startswith("/") or "\\" in path or any(p in ("", ".", "..") for p in parts):
-        raise FetchError(f"{where}: path {path!r} is not a plain relative path inside the bundle; "
-                         "regenerate the manifest with playbooks/download.yml")
-    return path
-
-
-def parse_manifest(text, where=MANIFEST_NAME):
-    """Parse sha256sum output into ``{relative path: lowercase sha256}`` (file order kept)."""
-    entries = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        line = line.rstrip("\r")
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        m = _MANIFEST_LINE.match(line)
-        if not m:
-            raise FetchError(f"{where} line {number}: {line[:120]!r} is not '<sha256>  <path>' (sha256sum format)")
-        digest, path = m.group(1).lower(), _safe_relpath(m.group(2), f"{where} line {number}")
-        if entries.get(path, digest) != digest:
-            raise FetchError(f"{where} line {number}: {path} is listed twice with different sha256")
-        entries[path] = digest
-    return entries
+from ansible_collections.ascendai.vllm.plugins.module_utils.bundle import (  # noqa: F401 (re-exported names)
+    CACHE_VERSION,
+    CHUNK_BYTES,
+    LOW_SPEED_BYTES_PER_S,
+    MANIFEST_MAX_BYTES,
+    MANIFEST_NAME,
+    STATE_DIR,
+    STATUS_NAME,
+    DirSource,
+    FetchError,
+    HttpSource,
+    Progress,
+    SlowTransfer,
+    SpeedGuard,
+    Stopped,
+    cache_path,
+    check_space,
+    download_file,
+    fetch_files,
+    file_sha256,
+    free_space,
+    human,
+    is_url,
+    load_entries,
+    local_sha256,
+    make_source,
+    parse_manifest,
+    plan_files,
+    read_cached_sha256,
+    redact_url,
+    ssl_context,
+    write_cached_sha256,
+)
+from ansible_collections.ascendai.vllm.plugins.module_utils.bundle import dest_paths as model_paths  # noqa: F401
 
 
 def model_entries(entries, model, where=MANIFEST_NAME):
@@ -142,456 +65,6 @@ def model_entries(entries, model, where=MANIFEST_NAME):
     return rows
 
 
-# --------------------------------------------------------------------------- sources
-
-
-def is_url(src):
-    return str(src).lower().startswith(("http://", "https://"))
-
-
-def redact_url(url):
-    """``url`` with the credentials of its ``user:password@`` part replaced by ``***`` (for messages)."""
-    text = str(url)
-    try:
-        parts = urllib.parse.urlsplit(text)
-    except ValueError:
-        return text
-    if "@" not in parts.netloc:
-        return text
-    host = parts.netloc.rpartition("@")[2]
-    return urllib.parse.urlunsplit((parts.scheme, "***@" + host, parts.path, parts.query, parts.fragment))
-
-
-def ssl_context(validate_certs=True, ca_path=None):
-    if not validate_certs:
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-        return ctx
-    return ssl.create_default_context(cafile=ca_path) if ca_path else ssl.create_default_context()
-
-
-class HttpSource:
-    """The bundle behind an HTTP(S) URL; Range requests resume files."""
-
-    def __init__(self, base, timeout=60, validate_certs=True, ca_path=None):
-        # user:password@ in the URL becomes an Authorization header (urllib would take it for the host) and never
-        # appears in a message
-        parts = urllib.parse.urlsplit(base)
-        self.auth = None
-        if "@" in parts.netloc:
-            userinfo, host = parts.netloc.rsplit("@", 1)
-            self.auth = "Basic " + base64.b64encode(urllib.parse.unquote(userinfo).encode()).decode()
-            self.secrets = [s for s in (parts.username, parts.password, userinfo) if s]
-            base = urllib.parse.urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
-        else:
-            self.secrets = []
-        self.base = base.rstrip("/") + "/"
-        self.timeout = timeout
-        self.opener = urllib.request.build_opener(
-            urllib.request.HTTPSHandler(context=ssl_context(validate_certs, ca_path)))
-
-    def describe(self, rel):
-        return self.public_url(rel)
-
-    def public_url(self, rel):
-        """The URL for messages: without the ``user:password@`` a bundle URL may carry."""
-        return redact_url(self.url(rel))
-
-    def url(self, rel):
-        return self.base + urllib.parse.quote(rel)
-
-    def _request(self, rel, method="GET", headers=None):
-        headers = dict(headers or {})
-        if self.auth:
-            headers["Authorization"] = self.auth
-        req = urllib.request.Request(self.url(rel), method=method, headers=headers)
-        return self.opener.open(req, timeout=self.timeout)
-
-    def read_text(self, rel):
-        try:
-            with self._request(rel) as resp:
-                guard, parts, total = SpeedGuard(resp, self.timeout), [], 0
-                while True:
-                    block = guard.read(CHUNK_BYTES)
-                    if not block:
-                        break
-                    total += len(block)
-                    if total > MANIFEST_MAX_BYTES:
-                        raise FetchError(f"{self.public_url(rel)}: more than {MANIFEST_MAX_BYTES} bytes; not a "
-                                         "bundle's MANIFEST.sha256")
-                    parts.append(block)
-                return b"".join(parts).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise FetchError(f"{self.public_url(rel)}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
-                             "MANIFEST.sha256 is sha256sum's output: rebuild it with the bundle's tools") from None
-        except urllib.error.HTTPError as exc:
-            raise FetchError(f"{self.public_url(rel)}: HTTP {exc.code} {exc.reason}") from None
-        except _NETWORK_ERRORS + (OSError,) as exc:
-            raise FetchError(f"{self.public_url(rel)}: {exc}") from None
-
-    def size(self, rel):
-        """Bytes of ``rel`` from Content-Length of a HEAD, or None when the server does not say."""
-        try:
-            with self._request(rel, method="HEAD") as resp:
-                length = resp.headers.get("Content-Length")
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                raise FetchError(f"{self.public_url(rel)}: HTTP 404, the bundle's server does not have this file "
-                                 "although MANIFEST.sha256 lists it; serve the whole bundle directory") from None
-            if exc.code in (405, 501):
-                return None
-            raise FetchError(f"{self.public_url(rel)}: HTTP {exc.code} {exc.reason}") from None
-        except _NETWORK_ERRORS as exc:
-            raise FetchError(f"{self.public_url(rel)}: {exc}") from None
-        return int(length) if length and length.isdigit() else None
-
-    def open(self, rel, offset):
-        """``(stream, start)``: the data from ``start`` (``offset``, or 0 when the server ignores Range);
-        ``(None, offset)`` when there is nothing after ``offset`` (HTTP 416)."""
-        headers = {"Range": f"bytes={offset}-"} if offset else {}
-        try:
-            resp = self._request(rel, headers=headers)
-        except urllib.error.HTTPError as exc:
-            if exc.code == 416 and offset:
-                return None, offset
-            if 500 <= exc.code < 600:
-                raise ConnectionError(f"HTTP {exc.code} {exc.reason}") from None
-            raise FetchError(f"{self.public_url(rel)}: HTTP {exc.code} {exc.reason}") from None
-        if offset and resp.status == 206:
-            m = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
-            if not m or int(m.group(1)) != offset:
-                resp.close()
-                raise FetchError(f"{self.public_url(rel)}: asked for bytes {offset}- and got Content-Range "
-                                 f"{resp.headers.get('Content-Range')!r}")
-            return resp, offset
-        return resp, 0
-
-
-class DirSource:
-    """The bundle as a directory on the node."""
-
-    def __init__(self, base):
-        self.base = base
-
-    def describe(self, rel):
-        return os.path.join(self.base, rel)
-
-    def read_text(self, rel):
-        try:
-            with open(os.path.join(self.base, rel), "r", encoding="utf-8") as f:
-                return f.read()
-        except UnicodeDecodeError as exc:
-            raise FetchError(f"{os.path.join(self.base, rel)}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
-                             "MANIFEST.sha256 is sha256sum's output: rebuild it with the bundle's tools") from None
-        except OSError as exc:
-            raise FetchError(f"cannot read {os.path.join(self.base, rel)}: {exc}") from None
-
-    def size(self, rel):
-        try:
-            return os.path.getsize(os.path.join(self.base, rel))
-        except OSError as exc:
-            raise FetchError(f"{os.path.join(self.base, rel)}: {exc.strerror}; MANIFEST.sha256 lists it but the "
-                             "bundle directory lacks it") from None
-
-    def open(self, rel, offset):
-        path = os.path.join(self.base, rel)
-        try:
-            f = open(path, "rb")
-        except OSError as exc:
-            raise FetchError(f"cannot read {path}: {exc.strerror}") from None
-        size = os.fstat(f.fileno()).st_size
-        if offset == size:
-            f.close()
-            return None, offset
-        f.seek(offset if offset < size else 0)
-        return f, (offset if offset < size else 0)
-
-
-def make_source(src, timeout=60, validate_certs=True, ca_path=None):
-    if is_url(src):
-        return HttpSource(src, timeout=timeout, validate_certs=validate_certs, ca_path=ca_path)
-    if not os.path.isdir(src):
-        raise FetchError(f"src={redact_url(src)} is neither an http(s):// URL nor a directory on this node")
-    return DirSource(src)
-
-
-# --------------------------------------------------------------------------- local state
-
-
-def file_sha256(path, chunk_bytes=CHUNK_BYTES, stop=None):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while True:
-            if stop is not None and stop.is_set():
-                raise FetchError("stopped")
-            block = f.read(chunk_bytes)
-            if not block:
-                return h.hexdigest()
-            h.update(block)
-
-
-def cache_path(dest, rel):
-    return os.path.join(dest, STATE_DIR, rel + ".sha256")
-
-
-def read_cached_sha256(dest, rel):
-    """The cached sha256 of ``dest/rel`` when its size and mtime are the ones it was hashed at, else None."""
-    try:
-        st = os.stat(os.path.join(dest, rel))
-        with open(cache_path(dest, rel), "r", encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return None
-    if (isinstance(data, dict) and data.get("version") == CACHE_VERSION and data.get("size") == st.st_size
-            and data.get("mtime_ns") == st.st_mtime_ns and isinstance(data.get("sha256"), str)):
-        return data["sha256"]
-    return None
-
-
-def write_cached_sha256(dest, rel, digest):
-    st = os.stat(os.path.join(dest, rel))
-    path = cache_path(dest, rel)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + f".tmp{os.getpid()}-{threading.get_ident()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"version": CACHE_VERSION, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}, f)
-    os.replace(tmp, path)
-
-
-def local_sha256(dest, rel, rehash=False, write_cache=True):
-    """sha256 of ``dest/rel`` through the sidecar cache; ``(digest, from_cache)``."""
-    if not rehash:
-        cached = read_cached_sha256(dest, rel)
-        if cached is not None:
-            return cached, True
-    digest = file_sha256(os.path.join(dest, rel))
-    if write_cache:
-        write_cached_sha256(dest, rel, digest)
-    return digest, False
-
-
-def free_space(path):
-    """``(existing directory checked, free bytes for an unprivileged writer)`` of the filesystem of ``path``."""
-    probe = os.path.abspath(path)
-    while not os.path.isdir(probe):
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            break
-        probe = parent
-    st = os.statvfs(probe)
-    return probe, st.f_bavail * st.f_frsize
-
-
-def check_space(dest, needed, reserve=0):
-    """Raise when the filesystem of ``dest`` lacks ``needed`` (+ ``reserve``) bytes."""
-    where, free = free_space(dest)
-    if needed + reserve > free:
-        extra = f" plus {human(reserve)} kept free" if reserve else ""
-        raise FetchError(f"not enough free disk space for the model in {dest}: the missing files need "
-                         f"{human(needed)} ({needed} bytes){extra}, the filesystem of {where} has {human(free)} "
-                         f"({free} bytes) free. Free space there, or put the models on a bigger filesystem "
-                         "(model_dir)")
-    return where, free
-
-
-# --------------------------------------------------------------------------- progress
-
-
-class Progress:
-    """Counters shared by the download threads; written as JSON to ``path`` about once a second."""
-
-    def __init__(self, path, model, files_total, bytes_total, interval=1.0):
-        self.path = path
-        self.lock = threading.Lock()
-        self.data = {"state": "running", "model": model, "files_total": files_total, "files_done": 0,
-                     "bytes_total": bytes_total, "bytes_done": 0, "bytes_fetched": 0, "current": [],
-                     "started": time.time(), "updated": time.time(), "rate_bytes_per_s": 0.0, "eta_s": None,
-                     "errors": []}
-        self.interval = interval
-        self._stop = threading.Event()
-        self._thread = None
-
-    def add(self, n, fetched=True):
-        with self.lock:
-            self.data["bytes_done"] += n
-            if fetched:
-                self.data["bytes_fetched"] += n
-
-    def start_file(self, rel):
-        with self.lock:
-            self.data["current"].append(rel)
-
-    def end_file(self, rel, ok=True):
-        with self.lock:
-            if rel in self.data["current"]:
-                self.data["current"].remove(rel)
-            if ok:
-                self.data["files_done"] += 1
-
-    def error(self, msg):
-        with self.lock:
-            self.data["errors"].append(msg)
-
-    def snapshot(self):
-        with self.lock:
-            snap = dict(self.data, current=sorted(self.data["current"]), errors=list(self.data["errors"]))
-        now = time.time()
-        elapsed = max(now - snap["started"], 1e-6)
-        snap["updated"] = now
-        snap["rate_bytes_per_s"] = round(snap["bytes_fetched"] / elapsed, 1)
-        left = snap["bytes_total"] - snap["bytes_done"]
-        snap["eta_s"] = round(left / snap["rate_bytes_per_s"], 1) if snap["rate_bytes_per_s"] > 0 else None
-        snap["percent"] = round(100.0 * snap["bytes_done"] / snap["bytes_total"], 1) if snap["bytes_total"] else 100.0
-        return snap
-
-    def write(self, state=None):
-        if not self.path:
-            return
-        if state:
-            with self.lock:
-                self.data["state"] = state
-        snap = self.snapshot()
-        tmp = f"{self.path}.tmp{os.getpid()}"
-        try:
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(snap, f)
-            os.replace(tmp, self.path)
-        except OSError:
-            pass  # progress is informative; a failed write must not fail the transfer
-
-    def _loop(self):
-        while not self._stop.wait(self.interval):
-            self.write()
-
-    def __enter__(self):
-        self.write()
-        self._thread = threading.Thread(target=self._loop, name="model-fetch-progress", daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        self._stop.set()
-        self._thread.join()
-        self.write("failed" if exc_type else "done")
-        return False
-
-
-# --------------------------------------------------------------------------- one file
-
-
-def _part_path(dest, rel):
-    return os.path.join(dest, STATE_DIR, rel + ".part")
-
-
-def download_file(source, item, dest, progress, stop, retries=3, chunk_bytes=CHUNK_BYTES, backoff=1.0):
-    """Fetch ``item`` (dict rel, bundle_rel, sha256, size) into ``dest/rel`` through a resumable ``.part``."""
-    rel, want, size = item["rel"], item["sha256"], item.get("size")
-    final, part = os.path.join(dest, rel), _part_path(dest, rel)
-    os.makedirs(os.path.dirname(part), exist_ok=True)
-    os.makedirs(os.path.dirname(final), exist_ok=True)
-    where = source.describe(item["bundle_rel"])
-    progress.start_file(rel)
-    attempt = 0
-    try:
-        while True:
-            offset = os.path.getsize(part) if os.path.exists(part) else 0
-            if size is not None and offset > size:
-                os.unlink(part)
-                progress.add(-offset, fetched=False)
-                offset = 0
-            h = hashlib.sha256()
-            if offset:
-                with open(part, "rb") as f:
-                    for block in iter(lambda: f.read(chunk_bytes), b""):
-                        h.update(block)
-            try:
-                if size is not None and offset == size:
-                    stream, start = None, offset
-                    if not os.path.exists(part):       # a 0-byte file (an empty __init__.py): nothing to fetch
-                        open(part, "wb").close()
-                else:
-                    stream, start = source.open(item["bundle_rel"], offset)
-                if stream is not None:
-                    guard = SpeedGuard(stream, getattr(source, "timeout", None))
-                    with stream, open(part, "r+b" if os.path.exists(part) else "wb") as out:
-                        if start != offset:  # the server ignored Range: start again
-                            progress.add(-offset, fetched=False)
-                            h = hashlib.sha256()
-                            offset = 0
-                        out.seek(offset)
-                        out.truncate()
-                        while True:
-                            if stop.is_set():
-                                raise Stopped(f"{rel}: stopped after another file failed; "
-                                              f"{human(out.tell())} kept in {part} for the next run")
-                            block = guard.read(chunk_bytes)
-                            if not block:
-                                break
-                            if size is not None and out.tell() + len(block) > size:
-                                raise FetchError(f"{where}: the server sends more than the {size} bytes it "
-                                                 "announced; nothing more is written (the free-space check "
-                                                 "counted that size). Check the bundle's server and the file")
-                            out.write(block)
-                            h.update(block)
-                            progress.add(len(block))
-                        out.flush()
-                        os.fsync(out.fileno())
-                got = os.path.getsize(part)
-                if size is not None and got < size:
-                    raise ConnectionError(f"the transfer ended after {got} of {size} bytes")
-            except _NETWORK_ERRORS as exc:
-                attempt += 1
-                done = os.path.getsize(part) if os.path.exists(part) else 0
-                if attempt > retries or stop.is_set():
-                    raise FetchError(f"{where}: {exc} after {attempt} attempts; {human(done)} of "
-                                     f"{human(size) if size is not None else '?'} kept in {part}: re-run to resume "
-                                     "from there") from None
-                time.sleep(backoff * (2 ** (attempt - 1)))
-                continue
-            digest = h.hexdigest()
-            if digest != want:
-                got = os.path.getsize(part)
-                os.unlink(part)
-                progress.add(-got, fetched=False)
-                raise FetchError(f"{where}: sha256 {digest} does not match MANIFEST.sha256 ({want}); the "
-                                 f"downloaded file ({got} bytes) was removed. Re-run to download it again; if it "
-                                 "fails again the bundle is damaged: check it with 'sha256sum -c MANIFEST.sha256' "
-                                 "in the bundle directory")
-            os.replace(part, final)
-            write_cached_sha256(dest, rel, digest)
-            progress.end_file(rel)
-            return {"rel": rel, "bytes": os.path.getsize(final), "resumed_from": item.get("part_bytes", 0)}
-    except BaseException:
-        progress.end_file(rel, ok=False)
-        raise
-
-
-# --------------------------------------------------------------------------- the whole model
-
-
-def plan_files(rows, dest, rehash=False, check_mode=False):
-    """Classify each manifest row: present (right sha256), missing, or mismatch (present with another sha256)."""
-    plan = []
-    for rel, bundle_rel, digest in rows:
-        path = os.path.join(dest, rel)
-        item = {"rel": rel, "bundle_rel": bundle_rel, "sha256": digest, "part_bytes": 0}
-        if os.path.isfile(path):
-            have, cached = local_sha256(dest, rel, rehash=rehash, write_cache=not check_mode)
-            item["state"] = "present" if have == digest else "mismatch"
-            item["local_sha256"] = have
-            item["local_bytes"] = os.path.getsize(path)
-            item["from_cache"] = cached
-        else:
-            item["state"] = "missing"
-        part = _part_path(dest, rel)
-        if item["state"] != "present" and os.path.isfile(part):
-            item["part_bytes"] = os.path.getsize(part)
-        plan.append(item)
-    return plan
-
-
 def fetch_model(dest, model, src=None, manifest_text=None, parallel=4, retries=3, timeout=60, validate_certs=True,
                 ca_path=None, rehash=False, status_file=None, check_mode=False, reserve_bytes=0,
                 chunk_bytes=CHUNK_BYTES, progress_interval=1.0, backoff=1.0):
@@ -600,126 +73,20 @@ def fetch_model(dest, model, src=None, manifest_text=None, parallel=4, retries=3
     ``src`` None verifies ``dest`` against the manifest only (the files were copied there by other means).
     """
     started = time.time()
-    dest = os.path.abspath(dest)
     if parallel < 1:
         raise FetchError(f"parallel={parallel} must be at least 1")
     source = make_source(src, timeout=timeout, validate_certs=validate_certs, ca_path=ca_path) if src else None
-    if manifest_text is None:
-        if source is None:
-            raise FetchError("give src (the bundle) or the manifest's content: without either there is nothing to "
-                             "check the model against")
-        manifest_text = source.read_text(MANIFEST_NAME)
-        where = source.describe(MANIFEST_NAME)
-    else:
-        where = "the given manifest"
-    rows = model_entries(parse_manifest(manifest_text, where), model, where)
-    if os.path.lexists(dest) and not os.path.isdir(dest):
-        raise FetchError(f"dest={dest} exists and is not a directory")
-
-    plan = plan_files(rows, dest, rehash=rehash, check_mode=check_mode)
-    todo = [i for i in plan if i["state"] != "present"]
-    result = {
-        "changed": bool(todo), "dest": dest, "model": model, "src": src,
-        "files": [i["rel"] for i in plan],
-        "present": [i["rel"] for i in plan if i["state"] == "present"],
-        "fetched": [i["rel"] for i in todo],
-        "mismatched": [i["rel"] for i in plan if i["state"] == "mismatch"],
-        "bytes_present": sum(i.get("local_bytes", 0) for i in plan if i["state"] == "present"),
-        "bytes_fetched": 0, "resumed_bytes": sum(i["part_bytes"] for i in todo),
-        "status_file": status_file,
-    }
-    if source is None:
-        if todo:
-            lines = [f"{i['rel']}: missing" if i["state"] == "missing" else
-                     f"{i['rel']}: sha256 {i['local_sha256']}, manifest {i['sha256']}" for i in todo]
-            raise FetchError(f"{dest} does not match the manifest of models/{model}/: " + "; ".join(lines)
-                             + ". Copy the files again from an intact bundle (check it there with "
-                             "'sha256sum -c MANIFEST.sha256')")
-        result.update(changed=False, fetched=[], bytes_total=result["bytes_present"],
-                      seconds=round(time.time() - started, 3))
-        return result
-
-    for item in todo:
-        item["size"] = source.size(item["bundle_rel"])
-    unknown = [i["rel"] for i in todo if i["size"] is None]
-    needed = sum(max(i["size"] - i["part_bytes"], 0) for i in todo if i["size"] is not None)
-    result["bytes_needed"] = needed
-    result["bytes_total"] = result["bytes_present"] + sum(i["size"] or 0 for i in todo)
-    if unknown:
-        result["unknown_sizes"] = unknown
-    space_where, free = check_space(dest, needed, reserve_bytes)
-    result["free_bytes"] = free
-    result["free_checked_at"] = space_where
-    if check_mode or not todo:
-        result["seconds"] = round(time.time() - started, 3)
-        return result
-
-    for item in todo:
-        if item["state"] == "mismatch":
-            os.unlink(os.path.join(dest, item["rel"]))
-            try:
-                os.unlink(cache_path(dest, item["rel"]))
-            except OSError:
-                pass
-    os.makedirs(dest, exist_ok=True)
-    todo.sort(key=lambda i: -(i["size"] or 0))  # biggest first: the pool ends together
-    total = sum(i["size"] or 0 for i in todo)
-    status_file = status_file or os.path.join(dest, STATE_DIR, STATUS_NAME)
-    result["status_file"] = status_file
-    stop = threading.Event()
-    errors, stopped, done = [], [], []
-    progress = Progress(status_file, model, len(todo), total, interval=progress_interval)
-    progress.add(sum(i["part_bytes"] for i in todo), fetched=False)
-    with progress:
-        with ThreadPoolExecutor(max_workers=min(parallel, len(todo))) as pool:
-            futures = [pool.submit(download_file, source, item, dest, progress, stop, retries, chunk_bytes, backoff)
-                       for item in todo]
-            for fut in futures:
-                try:
-                    done.append(fut.result())
-                except Stopped as exc:
-                    stopped.append(str(exc))
-                except FetchError as exc:
-                    stop.set()
-                    errors.append(str(exc))
-                    progress.error(str(exc))
-                except OSError as exc:
-                    stop.set()
-                    errors.append(f"writing into {dest}: {exc}")
-                    progress.error(errors[-1])
-        if errors or stopped:
-            progress.write("failed")
-            raise FetchError("; ".join(errors or stopped))
-    _remove_empty_state(dest)
-    result["bytes_fetched"] = sum(d["bytes"] - d["resumed_from"] for d in done)
+    entries, where = load_entries(source, manifest_text)
+    rows = model_entries(entries, model, where)
+    result = fetch_files(dest, rows, source=source, label=model, parallel=parallel, retries=retries, rehash=rehash,
+                         status_file=status_file, check_mode=check_mode, reserve_bytes=reserve_bytes,
+                         chunk_bytes=chunk_bytes, progress_interval=progress_interval, backoff=backoff,
+                         space_what="the model",
+                         space_fix="Free space there, or put the models on a bigger filesystem (model_dir)",
+                         manifest_label=f"models/{model}/")
+    result.pop("sha256", None)
+    result.update(model=model, src=src, dest=os.path.abspath(dest))
     result["seconds"] = round(time.time() - started, 3)
-    result["rate_bytes_per_s"] = round(result["bytes_fetched"] / max(result["seconds"], 1e-6), 1)
+    if "rate_bytes_per_s" in result:
+        result["rate_bytes_per_s"] = round(result["bytes_fetched"] / max(result["seconds"], 1e-6), 1)
     return result
-
-
-def _remove_empty_state(dest):
-    """Drop empty directories left under the state directory (the .sha256 sidecars and status stay)."""
-    state = os.path.join(dest, STATE_DIR)
-    for dirpath, _dirnames, _filenames in os.walk(state, topdown=False):
-        if dirpath != state and not os.listdir(dirpath):
-            try:
-                os.rmdir(dirpath)
-            except OSError:
-                pass
-
-
-def model_paths(dest, files):
-    """Every directory (dest and below) and file of the fetched model, for ownership and modes."""
-    dirs, seen = [dest], {dest}
-    for rel in files:
-        parent = os.path.dirname(os.path.join(dest, rel))
-        chain = []
-        while parent not in seen and parent.startswith(dest + os.sep):
-            chain.append(parent)
-            seen.add(parent)
-            parent = os.path.dirname(parent)
-        dirs.extend(reversed(chain))
-    state = os.path.join(dest, STATE_DIR)
-    if os.path.isdir(state):
-        dirs.append(state)
-    return dirs, [os.path.join(dest, rel) for rel in files]

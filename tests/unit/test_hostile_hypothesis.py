@@ -35,6 +35,7 @@ from ansible_collections.ascendai.vllm.plugins.module_utils import (
     ascend_driver_plan,
     ascend_packages,
     bench_report,
+    bundle,
     compat_matrix,
     diagnose,
     hccn,
@@ -252,6 +253,10 @@ ENTRY_POINTS = [
     ("model_fetch.parse_manifest", model_fetch.parse_manifest, (texts,), model_fetch.FetchError),
     ("model_fetch.model_entries", lambda t, m: model_fetch.model_entries(model_fetch.parse_manifest(t), m),
      (texts, texts), model_fetch.FetchError),
+    ("bundle.select", lambda t, f, p: bundle.select(bundle.parse_manifest(t), f, p),
+     (texts, st.lists(texts, max_size=3), st.one_of(st.none(), texts)), bundle.BundleError),
+    ("bundle.format_manifest", bundle.format_manifest, (st.dictionaries(texts, texts, max_size=4),),
+     bundle.BundleError),
     ("safetensors_convert.parse_size", safetensors_convert.parse_size, (anything,), safetensors_convert.ConvertError),
     ("ascend_packages.versions", lambda which, a, b: getattr(ascend_packages, which)(a, b),
      (st.sampled_from(["compare_versions", "version_in_ranges"]), texts, texts), ascend_packages.AscendVersionError),
@@ -295,7 +300,7 @@ def test_the_suite_covers_every_module_util_error_class():
         errors = [v for v in vars(mod).values() if inspect.isclass(v) and issubclass(v, Exception)
                   and v.__module__ == mod.__name__ and not issubclass(v, (TimeoutError,))]
         roots = [e for e in errors if not any(issubclass(e, o) and e is not o for o in errors)]
-        if name in ("openai_probe", "model_fetch", "safetensors_convert", "kv_cache", "npu_smi", "hccn",
+        if name in ("openai_probe", "bundle", "safetensors_convert", "kv_cache", "npu_smi", "hccn",
                     "host_pfc", "model_config", "diagnose", "roce_qos", "service_env", "ascend_packages",
                     "ascend_driver_plan", "bench_report", "vllm_options"):
             assert any(r in covered for r in roots), f"{name}: no entry point of {roots} in ENTRY_POINTS"

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ansible_collections.ascendai.vllm.plugins.module_utils import bundle as bundle_utils
 from ansible_collections.ascendai.vllm.plugins.module_utils import model_fetch as mf
 
 MODEL = "tiny"
@@ -223,8 +224,8 @@ def test_fetch_over_http_then_second_run_reads_nothing(server, tmp_path, monkeyp
     assert status["files_done"] == len(bundle.files) and status["current"] == []
 
     hashed = []
-    real = mf.file_sha256
-    monkeypatch.setattr(mf, "file_sha256", lambda path, *a, **k: hashed.append(path) or real(path, *a, **k))
+    real = bundle_utils.file_sha256
+    monkeypatch.setattr(bundle_utils, "file_sha256", lambda path, *a, **k: hashed.append(path) or real(path, *a, **k))
     server.log.clear()
     res2 = mf.fetch_model(dest, MODEL, src=server.url)
     assert res2["changed"] is False and res2["fetched"] == [] and sorted(res2["present"]) == sorted(bundle.files)

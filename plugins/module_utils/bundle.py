@@ -1,0 +1,941 @@
+# Copyright: ascendai.vllm contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+"""The offline bundle: its manifest, the sha256 cache, its source (a directory or a URL) and fetching from it.
+
+The bundle (``playbooks/download.yml``, ``tools/sandbox-*.sh``) is a directory: ``huawei/`` (driver, firmware and
+CANN ``.run`` packages), ``python/`` (CPython tarballs), ``wheels/<arch>/``, ``models/<name>/``, and
+``MANIFEST.sha256``: ``sha256sum`` output (``<64 hex>  <path>``, paths relative to the bundle, sorted by path),
+which ``cd BUNDLE && sha256sum -c MANIFEST.sha256`` checks. Dot directories (``.work/``, ``.ascendai_fetch/``)
+are never listed.
+
+Standard library only: this runs on the target node (modules ``bundle_fetch`` and ``model_fetch``), on the
+controller, and from the bundle's tools (imported by path). Everything here is the one implementation of:
+
+- manifest read, write and merge (:func:`parse_manifest`, :func:`format_manifest`, :func:`read_manifest`,
+  :func:`write_manifest`, :func:`merge_manifest`, :func:`update_manifest`, :func:`tree_entries`); a merge takes
+  ``<bundle>/.work/manifest.lock`` (``flock``), so two writers cannot lose each other's lines;
+- the sha256 cache: a file's sha256 is kept in ``<dest>/.ascendai_fetch/<file>.sha256`` keyed by size and mtime
+  (ns), so a re-run does not read 134 GB again (:func:`local_sha256`);
+- the source, an ``http(s)://`` URL (timeouts, ``validate_certs``, ``user:password@`` never echoed, stalled
+  transfers given up) or a directory (:func:`make_source`);
+- fetching files into a directory, resumable (``.part`` + HTTP Range), parallel, checked against the manifest,
+  with the free space checked first (:func:`fetch_files`).
+"""
+
+from __future__ import annotations
+
+
+import base64
+import contextlib
+import fnmatch
+import hashlib
+import http.client
+import json
+import os
+import re
+import socket
+import ssl
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+MANIFEST_NAME = "MANIFEST.sha256"
+STATE_DIR = ".ascendai_fetch"
+STATUS_NAME = "status.json"
+CHUNK_BYTES = 1 << 20
+CACHE_VERSION = 1
+# The lock every manifest writer takes (tools/sandbox-model.sh took it before this module existed).
+LOCK_REL = ".work/manifest.lock"
+
+_MANIFEST_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")
+_CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
+_NETWORK_ERRORS = (urllib.error.URLError, http.client.HTTPException, socket.timeout, ConnectionError, TimeoutError)
+
+
+# A transfer slower than this over a whole ``timeout`` window is given up (and retried): the socket timeout alone
+# waits only for the next byte, so a server sending one byte every half second never trips it (curl's
+# --speed-limit/--speed-time idea).
+LOW_SPEED_BYTES_PER_S = 1024
+MANIFEST_MAX_BYTES = 64 << 20
+
+
+
+class BundleError(Exception):
+    """A bundle operation that cannot be done or went wrong; the message says which file, why and what to do."""
+
+
+# The name model_fetch has always raised.
+FetchError = BundleError
+
+class SlowTransfer(TimeoutError):
+    """Fewer than LOW_SPEED_BYTES_PER_S over a whole timeout window."""
+
+
+class SpeedGuard:
+    """Reads a stream in pieces as they arrive and raises :class:`SlowTransfer` when a whole ``window`` seconds
+    bring fewer than ``min_rate`` bytes per second; ``window`` None (a local directory) checks nothing."""
+
+    def __init__(self, stream, window, min_rate=LOW_SPEED_BYTES_PER_S, clock=time.monotonic):
+        self.stream = stream
+        self.reader = getattr(stream, "read1", None) or stream.read
+        self.window = window
+        self.min_rate = min_rate
+        self.clock = clock
+        self.start = clock()
+        self.got = 0
+
+    def read(self, n):
+        block = self.reader(n)
+        if self.window:
+            now = self.clock()
+            self.got += len(block)
+            elapsed = now - self.start
+            if block and elapsed >= self.window:
+                if self.got < self.min_rate * elapsed:
+                    raise SlowTransfer(f"the server sent {self.got} bytes in {elapsed:.0f} s, less than "
+                                       f"{self.min_rate} bytes/s: given up (a stalled or trickling transfer)")
+                self.start, self.got = now, 0
+        return block
+
+
+class Stopped(FetchError):
+    """A transfer stopped because another one failed; its partial file is kept."""
+
+
+def human(n):
+    """``1.5 GiB`` style size."""
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover - loop always returns
+
+
+
+# --------------------------------------------------------------------------- manifest
+
+
+def _safe_relpath(path, where):
+    parts = path.split("/")
+    if path.startswith("/") or "\\" in path or any(p in ("", ".", "..") for p in parts):
+        raise BundleError(f"{where}: path {path!r} is not a plain relative path inside the bundle; "
+                          "regenerate the manifest with playbooks/download.yml")
+    return path
+
+
+def parse_manifest(text, where=MANIFEST_NAME):
+    """Parse sha256sum output into ``{relative path: lowercase sha256}`` (file order kept).
+
+    Blank lines and ``#`` comments are skipped; ``*`` (sha256sum's binary mark) is accepted; a path listed twice
+    with different sums, an absolute path or one with ``..`` is refused."""
+    entries = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.rstrip("\r")
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        m = _MANIFEST_LINE.match(line)
+        if not m:
+            raise BundleError(f"{where} line {number}: {line[:120]!r} is not '<sha256>  <path>' (sha256sum format)")
+        digest, path = m.group(1).lower(), _safe_relpath(m.group(2), f"{where} line {number}")
+        if entries.get(path, digest) != digest:
+            raise BundleError(f"{where} line {number}: {path} is listed twice with different sha256")
+        entries[path] = digest
+    return entries
+
+
+def format_manifest(entries):
+    """``entries`` ({path: sha256}) as sha256sum lines sorted by path (byte order, as ``LC_ALL=C sort``)."""
+    rows = []
+    for path in sorted(entries, key=lambda p: p.encode("utf-8")):
+        digest = str(entries[path]).lower()
+        if not re.match(r"^[0-9a-f]{64}$", digest):
+            raise BundleError(f"{path}: {digest!r} is not a sha256 (64 hex digits)")
+        rows.append(f"{digest}  {_safe_relpath(path, 'manifest entry')}\n")
+    return "".join(rows)
+
+
+def manifest_path(bundle_dir):
+    return os.path.join(bundle_dir, MANIFEST_NAME)
+
+
+def read_manifest(bundle_dir, missing_ok=True):
+    """``{path: sha256}`` of ``<bundle_dir>/MANIFEST.sha256``; ``{}`` when there is none and ``missing_ok``."""
+    path = manifest_path(bundle_dir)
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        if missing_ok:
+            return {}
+        raise BundleError(f"{path}: no such file. Build the bundle with playbooks/download.yml (it writes "
+                          "MANIFEST.sha256), or set the bundle's directory (ascendai_bundle_dir)") from None
+    except UnicodeDecodeError as exc:
+        raise BundleError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); MANIFEST.sha256 is "
+                          "sha256sum's output: rebuild it with the bundle's tools") from None
+    except OSError as exc:
+        raise BundleError(f"cannot read {path}: {exc.strerror}") from None
+    return parse_manifest(text, path)
+
+
+def write_manifest(bundle_dir, entries):
+    """Write ``entries`` as ``<bundle_dir>/MANIFEST.sha256`` (mode 0644) through a temporary file and a rename,
+    so a reader never sees half a manifest. Returns True when the content changed. Take :func:`manifest_lock`
+    around a read-modify-write (:func:`merge_manifest` does)."""
+    text = format_manifest(entries)
+    path = manifest_path(bundle_dir)
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            if f.read() == text:
+                return False
+    except (OSError, UnicodeDecodeError):
+        pass
+    tmp = f"{os.path.join(bundle_dir, '.' + MANIFEST_NAME)}.tmp{os.getpid()}-{threading.get_ident()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return True
+
+
+@contextlib.contextmanager
+def manifest_lock(bundle_dir):
+    """Hold ``<bundle_dir>/.work/manifest.lock`` (an exclusive ``flock``) for a read-modify-write of the
+    manifest; every writer of the collection and its tools takes it."""
+    import fcntl  # POSIX only; imported here so that the module still imports where fcntl is missing
+
+    lock = os.path.join(bundle_dir, LOCK_REL)
+    os.makedirs(os.path.dirname(lock), exist_ok=True)
+    with open(lock, "a", encoding="utf-8") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield lock
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _under(path, prefix):
+    prefix = prefix.strip("/")
+    return not prefix or path == prefix or path.startswith(prefix + "/")
+
+
+def merge_manifest(bundle_dir, entries, replace_prefixes=(), replace_paths=()):
+    """Merge ``entries`` ({path: sha256}) into ``<bundle_dir>/MANIFEST.sha256`` under :func:`manifest_lock`.
+
+    The old lines of ``entries``' paths, of ``replace_paths`` and of every path under ``replace_prefixes``
+    (directories of the bundle, e.g. ``models/tiny-deepseek``) are dropped first, so files removed from those
+    directories leave the manifest; every other line is kept as it is. Returns ``(changed, merged entries)``."""
+    with manifest_lock(bundle_dir):
+        merged = read_manifest(bundle_dir)
+        drop = set(replace_paths) | set(entries)
+        merged = {p: d for p, d in merged.items()
+                  if p not in drop and not any(_under(p, prefix) for prefix in replace_prefixes)}
+        merged.update({p: str(d).lower() for p, d in entries.items()})
+        changed = write_manifest(bundle_dir, merged)
+    return changed, merged
+
+
+def _hidden(rel):
+    return any(part.startswith(".") for part in rel.split("/"))
+
+
+def tree_entries(bundle_dir, prefix="", rehash=True):
+    """``{path: sha256}`` of every regular file under ``<bundle_dir>/<prefix>`` (all of it when ``prefix`` is
+    empty), paths relative to ``bundle_dir``; dot files and dot directories (``.work/``, ``.ascendai_fetch/``)
+    and the manifest itself are left out. ``rehash=False`` trusts the sha256 cache (size and mtime unchanged),
+    writing its sidecars under ``<bundle_dir>/.ascendai_fetch/``."""
+    top = os.path.join(bundle_dir, prefix.strip("/")) if prefix.strip("/") else bundle_dir
+    found = {}
+    if os.path.isfile(top):
+        rel = os.path.relpath(top, bundle_dir).replace(os.sep, "/")
+        return {rel: local_sha256(bundle_dir, rel, rehash=rehash, write_cache=not rehash)[0]}
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, bundle_dir).replace(os.sep, "/")
+            if rel == MANIFEST_NAME or name.startswith(".") or not os.path.isfile(full):
+                continue
+            found[rel] = local_sha256(bundle_dir, rel, rehash=rehash, write_cache=not rehash)[0]
+    return found
+
+
+def update_manifest(bundle_dir, paths=(), prefixes=(), rehash=True):
+    """Hash ``paths`` (files relative to the bundle) and every file under ``prefixes`` (directories relative to
+    the bundle) and merge their lines into the manifest under the lock, replacing the old lines of those paths
+    and directories. This is what a tool that adds files to a bundle calls. Returns a dict: ``changed``,
+    ``entries`` (the lines written for these paths) and ``lines`` (the manifest's line count)."""
+    bundle_dir = os.path.abspath(bundle_dir)
+    entries = {}
+    for rel in paths:
+        rel = _safe_relpath(str(rel).strip("/"), "path")
+        if not os.path.isfile(os.path.join(bundle_dir, rel)):
+            raise BundleError(f"{os.path.join(bundle_dir, rel)}: no such file; nothing to add to {MANIFEST_NAME}")
+        entries[rel] = local_sha256(bundle_dir, rel, rehash=rehash, write_cache=not rehash)[0]
+    for prefix in prefixes:
+        entries.update(tree_entries(bundle_dir, _safe_relpath(str(prefix).strip("/"), "prefix"), rehash=rehash))
+    changed, merged = merge_manifest(bundle_dir, entries, replace_prefixes=prefixes, replace_paths=paths)
+    return {"changed": changed, "entries": entries, "lines": len(merged)}
+
+
+def missing_message(rel, where, hint=""):
+    """The message for a file the manifest does not list: what to put where, and the line to add."""
+    msg = (f"{rel} is not in the {MANIFEST_NAME} of {where}. Put the file there and add its line "
+           f"(cd BUNDLE && sha256sum {rel} >> {MANIFEST_NAME}), or rebuild the bundle with playbooks/download.yml.")
+    return f"{msg} {hint}".strip()
+
+
+def select(entries, files=(), prefix=None, where=MANIFEST_NAME, hint=""):
+    """The manifest rows to fetch: a list of ``(path in dest, path in the bundle, sha256)``.
+
+    ``files`` are bundle paths or globs (``fnmatch``: ``huawei/*-toolkit_*.run``); each lands in dest under its
+    base name, and each must match a line. ``prefix`` is a directory of the bundle: every file below it lands in
+    dest under its path below the prefix. Both may be given."""
+    rows, seen = [], {}
+    for pattern in files or ():
+        pattern = str(pattern).strip()
+        if any(c in pattern for c in "*?["):
+            hits = [p for p in entries if fnmatch.fnmatchcase(p, pattern)]
+        else:
+            hits = [pattern] if pattern in entries else []
+        if not hits:
+            raise BundleError(missing_message(pattern, where, hint))
+        for path in sorted(hits):
+            name = path.rsplit("/", 1)[-1]
+            if seen.get(name, path) != path:
+                raise BundleError(f"{seen[name]} and {path} would both land in dest as {name}: fetch them into "
+                                  "different directories")
+            if name not in seen:
+                seen[name] = path
+                rows.append((name, path, entries[path]))
+    if prefix is not None:
+        top = str(prefix).strip("/")
+        if not top:
+            raise BundleError("prefix must name a directory of the bundle, e.g. models/tiny-deepseek")
+        below = [(p[len(top) + 1:], p, d) for p, d in entries.items() if p.startswith(top + "/")]
+        if not below:
+            raise BundleError(f"{where} lists no files under {top}/. Put them in the bundle and add their lines "
+                              f"(cd BUNDLE && find {top} -type f -exec sha256sum {{}} + >> {MANIFEST_NAME}), or "
+                              f"rebuild the bundle with playbooks/download.yml. {hint}".strip())
+        for rel, path, digest in below:
+            if seen.get(rel, path) != path:
+                raise BundleError(f"{seen[rel]} and {path} would both land in dest as {rel}")
+            if rel not in seen:
+                seen[rel] = path
+                rows.append((rel, path, digest))
+    if not rows:
+        raise BundleError("name the bundle's files to fetch (files) or a directory of it (prefix)")
+    return rows
+
+
+def verify_in_place(root, rows, where=None, hint=""):
+    """Check the files of a bundle directory ``root`` against their sums (rows as :func:`select` returns them)
+    without copying anything; the message of a damaged or missing file names it and both sums."""
+    bad = []
+    for _rel, path, want in rows:
+        full = os.path.join(root, path)
+        if not os.path.isfile(full):
+            bad.append(f"{full}: no such file in the bundle ({where or root}) although {MANIFEST_NAME} lists it.")
+            continue
+        have = file_sha256(full)
+        if have != want:
+            bad.append(f"{full}: sha256 {have}, but {MANIFEST_NAME} says {want}: the file is damaged or is not the "
+                       "one the manifest was made for. Fetch it again.")
+    if bad:
+        raise BundleError(" ".join(bad + ([hint] if hint else [])))
+    return rows
+
+# --------------------------------------------------------------------------- sources
+
+
+def is_url(src):
+    return str(src).lower().startswith(("http://", "https://"))
+
+
+def redact_url(url):
+    """``url`` with the credentials of its ``user:password@`` part replaced by ``***`` (for messages)."""
+    text = str(url)
+    try:
+        parts = urllib.parse.urlsplit(text)
+    except ValueError:
+        return text
+    if "@" not in parts.netloc:
+        return text
+    host = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit((parts.scheme, "***@" + host, parts.path, parts.query, parts.fragment))
+
+
+def ssl_context(validate_certs=True, ca_path=None):
+    if not validate_certs:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+    return ssl.create_default_context(cafile=ca_path) if ca_path else ssl.create_default_context()
+
+
+class HttpSource:
+    """The bundle behind an HTTP(S) URL; Range requests resume files."""
+
+    def __init__(self, base, timeout=60, validate_certs=True, ca_path=None):
+        # user:password@ in the URL becomes an Authorization header (urllib would take it for the host) and never
+        # appears in a message
+        parts = urllib.parse.urlsplit(base)
+        self.auth = None
+        if "@" in parts.netloc:
+            userinfo, host = parts.netloc.rsplit("@", 1)
+            self.auth = "Basic " + base64.b64encode(urllib.parse.unquote(userinfo).encode()).decode()
+            self.secrets = [s for s in (parts.username, parts.password, userinfo) if s]
+            base = urllib.parse.urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+        else:
+            self.secrets = []
+        self.base = base.rstrip("/") + "/"
+        self.timeout = timeout
+        self.opener = urllib.request.build_opener(
+            urllib.request.HTTPSHandler(context=ssl_context(validate_certs, ca_path)))
+
+    def describe(self, rel):
+        return self.public_url(rel)
+
+    def public_url(self, rel):
+        """The URL for messages: without the ``user:password@`` a bundle URL may carry."""
+        return redact_url(self.url(rel))
+
+    def url(self, rel):
+        return self.base + urllib.parse.quote(rel)
+
+    def _request(self, rel, method="GET", headers=None):
+        headers = dict(headers or {})
+        if self.auth:
+            headers["Authorization"] = self.auth
+        req = urllib.request.Request(self.url(rel), method=method, headers=headers)
+        return self.opener.open(req, timeout=self.timeout)
+
+    def read_text(self, rel):
+        try:
+            with self._request(rel) as resp:
+                guard, parts, total = SpeedGuard(resp, self.timeout), [], 0
+                while True:
+                    block = guard.read(CHUNK_BYTES)
+                    if not block:
+                        break
+                    total += len(block)
+                    if total > MANIFEST_MAX_BYTES:
+                        raise BundleError(f"{self.public_url(rel)}: more than {MANIFEST_MAX_BYTES} bytes; not a "
+                                         "bundle's MANIFEST.sha256")
+                    parts.append(block)
+                return b"".join(parts).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BundleError(f"{self.public_url(rel)}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                             "MANIFEST.sha256 is sha256sum's output: rebuild it with the bundle's tools") from None
+        except urllib.error.HTTPError as exc:
+            raise BundleError(f"{self.public_url(rel)}: HTTP {exc.code} {exc.reason}") from None
+        except _NETWORK_ERRORS + (OSError,) as exc:
+            raise BundleError(f"{self.public_url(rel)}: {exc}") from None
+
+    def size(self, rel):
+        """Bytes of ``rel`` from Content-Length of a HEAD, or None when the server does not say."""
+        try:
+            with self._request(rel, method="HEAD") as resp:
+                length = resp.headers.get("Content-Length")
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                raise BundleError(f"{self.public_url(rel)}: HTTP 404, the bundle's server does not have this file "
+                                 "although MANIFEST.sha256 lists it; serve the whole bundle directory") from None
+            if exc.code in (405, 501):
+                return None
+            raise BundleError(f"{self.public_url(rel)}: HTTP {exc.code} {exc.reason}") from None
+        except _NETWORK_ERRORS as exc:
+            raise BundleError(f"{self.public_url(rel)}: {exc}") from None
+        return int(length) if length and length.isdigit() else None
+
+    def open(self, rel, offset):
+        """``(stream, start)``: the data from ``start`` (``offset``, or 0 when the server ignores Range);
+        ``(None, offset)`` when there is nothing after ``offset`` (HTTP 416)."""
+        headers = {"Range": f"bytes={offset}-"} if offset else {}
+        try:
+            resp = self._request(rel, headers=headers)
+        except urllib.error.HTTPError as exc:
+            if exc.code == 416 and offset:
+                return None, offset
+            if 500 <= exc.code < 600:
+                raise ConnectionError(f"HTTP {exc.code} {exc.reason}") from None
+            raise BundleError(f"{self.public_url(rel)}: HTTP {exc.code} {exc.reason}") from None
+        if offset and resp.status == 206:
+            m = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
+            if not m or int(m.group(1)) != offset:
+                resp.close()
+                raise BundleError(f"{self.public_url(rel)}: asked for bytes {offset}- and got Content-Range "
+                                 f"{resp.headers.get('Content-Range')!r}")
+            return resp, offset
+        return resp, 0
+
+
+class DirSource:
+    """The bundle as a directory on the node."""
+
+    def __init__(self, base):
+        self.base = base
+
+    def describe(self, rel):
+        return os.path.join(self.base, rel)
+
+    def read_text(self, rel):
+        try:
+            with open(os.path.join(self.base, rel), "r", encoding="utf-8") as f:
+                return f.read()
+        except UnicodeDecodeError as exc:
+            raise BundleError(f"{os.path.join(self.base, rel)}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                             "MANIFEST.sha256 is sha256sum's output: rebuild it with the bundle's tools") from None
+        except OSError as exc:
+            raise BundleError(f"cannot read {os.path.join(self.base, rel)}: {exc}") from None
+
+    def size(self, rel):
+        try:
+            return os.path.getsize(os.path.join(self.base, rel))
+        except OSError as exc:
+            raise BundleError(f"{os.path.join(self.base, rel)}: {exc.strerror}; MANIFEST.sha256 lists it but the "
+                             "bundle directory lacks it") from None
+
+    def open(self, rel, offset):
+        path = os.path.join(self.base, rel)
+        try:
+            f = open(path, "rb")
+        except OSError as exc:
+            raise BundleError(f"cannot read {path}: {exc.strerror}") from None
+        size = os.fstat(f.fileno()).st_size
+        if offset == size:
+            f.close()
+            return None, offset
+        f.seek(offset if offset < size else 0)
+        return f, (offset if offset < size else 0)
+
+
+def make_source(src, timeout=60, validate_certs=True, ca_path=None):
+    if is_url(src):
+        return HttpSource(src, timeout=timeout, validate_certs=validate_certs, ca_path=ca_path)
+    if not os.path.isdir(src):
+        raise BundleError(f"src={redact_url(src)} is neither an http(s):// URL nor a directory on this node")
+    return DirSource(src)
+
+
+# --------------------------------------------------------------------------- local state
+
+
+def file_sha256(path, chunk_bytes=CHUNK_BYTES, stop=None):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            if stop is not None and stop.is_set():
+                raise BundleError("stopped")
+            block = f.read(chunk_bytes)
+            if not block:
+                return h.hexdigest()
+            h.update(block)
+
+
+def cache_path(dest, rel):
+    return os.path.join(dest, STATE_DIR, rel + ".sha256")
+
+
+def read_cached_sha256(dest, rel):
+    """The cached sha256 of ``dest/rel`` when its size and mtime are the ones it was hashed at, else None."""
+    try:
+        st = os.stat(os.path.join(dest, rel))
+        with open(cache_path(dest, rel), "r", encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if (isinstance(data, dict) and data.get("version") == CACHE_VERSION and data.get("size") == st.st_size
+            and data.get("mtime_ns") == st.st_mtime_ns and isinstance(data.get("sha256"), str)):
+        return data["sha256"]
+    return None
+
+
+def write_cached_sha256(dest, rel, digest):
+    st = os.stat(os.path.join(dest, rel))
+    path = cache_path(dest, rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + f".tmp{os.getpid()}-{threading.get_ident()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"version": CACHE_VERSION, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest}, f)
+    os.replace(tmp, path)
+
+
+def local_sha256(dest, rel, rehash=False, write_cache=True):
+    """sha256 of ``dest/rel`` through the sidecar cache; ``(digest, from_cache)``."""
+    if not rehash:
+        cached = read_cached_sha256(dest, rel)
+        if cached is not None:
+            return cached, True
+    digest = file_sha256(os.path.join(dest, rel))
+    if write_cache:
+        write_cached_sha256(dest, rel, digest)
+    return digest, False
+
+
+def free_space(path):
+    """``(existing directory checked, free bytes for an unprivileged writer)`` of the filesystem of ``path``."""
+    probe = os.path.abspath(path)
+    while not os.path.isdir(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    st = os.statvfs(probe)
+    return probe, st.f_bavail * st.f_frsize
+
+
+def check_space(dest, needed, reserve=0, what="the files", fix="Free space there, or fetch into a bigger filesystem"):
+    """Raise when the filesystem of ``dest`` lacks ``needed`` (+ ``reserve``) bytes."""
+    where, free = free_space(dest)
+    if needed + reserve > free:
+        extra = f" plus {human(reserve)} kept free" if reserve else ""
+        raise BundleError(f"not enough free disk space for {what} in {dest}: the missing files need "
+                          f"{human(needed)} ({needed} bytes){extra}, the filesystem of {where} has {human(free)} "
+                          f"({free} bytes) free. {fix}")
+    return where, free
+
+
+# --------------------------------------------------------------------------- progress
+
+
+class Progress:
+    """Counters shared by the download threads; written as JSON to ``path`` about once a second."""
+
+    def __init__(self, path, label, files_total, bytes_total, interval=1.0):
+        self.path = path
+        self.lock = threading.Lock()
+        # "model": the key the model role's progress display has always read (roles/model/tasks/fetch_wait.yml)
+        self.data = {"state": "running", "model": label, "files_total": files_total, "files_done": 0,
+                     "bytes_total": bytes_total, "bytes_done": 0, "bytes_fetched": 0, "current": [],
+                     "started": time.time(), "updated": time.time(), "rate_bytes_per_s": 0.0, "eta_s": None,
+                     "errors": []}
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = None
+
+    def add(self, n, fetched=True):
+        with self.lock:
+            self.data["bytes_done"] += n
+            if fetched:
+                self.data["bytes_fetched"] += n
+
+    def start_file(self, rel):
+        with self.lock:
+            self.data["current"].append(rel)
+
+    def end_file(self, rel, ok=True):
+        with self.lock:
+            if rel in self.data["current"]:
+                self.data["current"].remove(rel)
+            if ok:
+                self.data["files_done"] += 1
+
+    def error(self, msg):
+        with self.lock:
+            self.data["errors"].append(msg)
+
+    def snapshot(self):
+        with self.lock:
+            snap = dict(self.data, current=sorted(self.data["current"]), errors=list(self.data["errors"]))
+        now = time.time()
+        elapsed = max(now - snap["started"], 1e-6)
+        snap["updated"] = now
+        snap["rate_bytes_per_s"] = round(snap["bytes_fetched"] / elapsed, 1)
+        left = snap["bytes_total"] - snap["bytes_done"]
+        snap["eta_s"] = round(left / snap["rate_bytes_per_s"], 1) if snap["rate_bytes_per_s"] > 0 else None
+        snap["percent"] = round(100.0 * snap["bytes_done"] / snap["bytes_total"], 1) if snap["bytes_total"] else 100.0
+        return snap
+
+    def write(self, state=None):
+        if not self.path:
+            return
+        if state:
+            with self.lock:
+                self.data["state"] = state
+        snap = self.snapshot()
+        tmp = f"{self.path}.tmp{os.getpid()}"
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(snap, f)
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # progress is informative; a failed write must not fail the transfer
+
+    def _loop(self):
+        while not self._stop.wait(self.interval):
+            self.write()
+
+    def __enter__(self):
+        self.write()
+        self._thread = threading.Thread(target=self._loop, name="bundle-fetch-progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self._stop.set()
+        self._thread.join()
+        self.write("failed" if exc_type else "done")
+        return False
+
+
+# --------------------------------------------------------------------------- one file
+
+
+def _part_path(dest, rel):
+    return os.path.join(dest, STATE_DIR, rel + ".part")
+
+
+def download_file(source, item, dest, progress, stop, retries=3, chunk_bytes=CHUNK_BYTES, backoff=1.0):
+    """Fetch ``item`` (dict rel, bundle_rel, sha256, size) into ``dest/rel`` through a resumable ``.part``."""
+    rel, want, size = item["rel"], item["sha256"], item.get("size")
+    final, part = os.path.join(dest, rel), _part_path(dest, rel)
+    os.makedirs(os.path.dirname(part), exist_ok=True)
+    os.makedirs(os.path.dirname(final), exist_ok=True)
+    where = source.describe(item["bundle_rel"])
+    progress.start_file(rel)
+    attempt = 0
+    try:
+        while True:
+            offset = os.path.getsize(part) if os.path.exists(part) else 0
+            if size is not None and offset > size:
+                os.unlink(part)
+                progress.add(-offset, fetched=False)
+                offset = 0
+            h = hashlib.sha256()
+            if offset:
+                with open(part, "rb") as f:
+                    for block in iter(lambda: f.read(chunk_bytes), b""):
+                        h.update(block)
+            try:
+                if size is not None and offset == size:
+                    stream, start = None, offset
+                    if not os.path.exists(part):       # a 0-byte file (an empty __init__.py): nothing to fetch
+                        open(part, "wb").close()
+                else:
+                    stream, start = source.open(item["bundle_rel"], offset)
+                if stream is not None:
+                    guard = SpeedGuard(stream, getattr(source, "timeout", None))
+                    with stream, open(part, "r+b" if os.path.exists(part) else "wb") as out:
+                        if start != offset:  # the server ignored Range: start again
+                            progress.add(-offset, fetched=False)
+                            h = hashlib.sha256()
+                            offset = 0
+                        out.seek(offset)
+                        out.truncate()
+                        while True:
+                            if stop.is_set():
+                                raise Stopped(f"{rel}: stopped after another file failed; "
+                                              f"{human(out.tell())} kept in {part} for the next run")
+                            block = guard.read(chunk_bytes)
+                            if not block:
+                                break
+                            if size is not None and out.tell() + len(block) > size:
+                                raise BundleError(f"{where}: the server sends more than the {size} bytes it "
+                                                 "announced; nothing more is written (the free-space check "
+                                                 "counted that size). Check the bundle's server and the file")
+                            out.write(block)
+                            h.update(block)
+                            progress.add(len(block))
+                        out.flush()
+                        os.fsync(out.fileno())
+                got = os.path.getsize(part)
+                if size is not None and got < size:
+                    raise ConnectionError(f"the transfer ended after {got} of {size} bytes")
+            except _NETWORK_ERRORS as exc:
+                attempt += 1
+                done = os.path.getsize(part) if os.path.exists(part) else 0
+                if attempt > retries or stop.is_set():
+                    raise BundleError(f"{where}: {exc} after {attempt} attempts; {human(done)} of "
+                                     f"{human(size) if size is not None else '?'} kept in {part}: re-run to resume "
+                                     "from there") from None
+                time.sleep(backoff * (2 ** (attempt - 1)))
+                continue
+            digest = h.hexdigest()
+            if digest != want:
+                got = os.path.getsize(part)
+                os.unlink(part)
+                progress.add(-got, fetched=False)
+                raise BundleError(f"{where}: sha256 {digest} does not match MANIFEST.sha256 ({want}); the "
+                                 f"downloaded file ({got} bytes) was removed. Re-run to download it again; if it "
+                                 "fails again the bundle is damaged: check it with 'sha256sum -c MANIFEST.sha256' "
+                                 "in the bundle directory")
+            os.replace(part, final)
+            write_cached_sha256(dest, rel, digest)
+            progress.end_file(rel)
+            return {"rel": rel, "bytes": os.path.getsize(final), "resumed_from": item.get("part_bytes", 0)}
+    except BaseException:
+        progress.end_file(rel, ok=False)
+        raise
+
+
+
+
+# --------------------------------------------------------------------------- many files
+
+
+def plan_files(rows, dest, rehash=False, check_mode=False):
+    """Classify each row: present (right sha256), missing, or mismatch (present with another sha256)."""
+    plan = []
+    for rel, bundle_rel, digest in rows:
+        path = os.path.join(dest, rel)
+        item = {"rel": rel, "bundle_rel": bundle_rel, "sha256": digest, "part_bytes": 0}
+        if os.path.isfile(path):
+            have, cached = local_sha256(dest, rel, rehash=rehash, write_cache=not check_mode)
+            item["state"] = "present" if have == digest else "mismatch"
+            item["local_sha256"] = have
+            item["local_bytes"] = os.path.getsize(path)
+            item["from_cache"] = cached
+        else:
+            item["state"] = "missing"
+        part = _part_path(dest, rel)
+        if item["state"] != "present" and os.path.isfile(part):
+            item["part_bytes"] = os.path.getsize(part)
+        plan.append(item)
+    return plan
+
+
+def load_entries(source=None, manifest_text=None):
+    """``(entries, where)``: the manifest given as text, else read from the source."""
+    if manifest_text is not None:
+        return parse_manifest(manifest_text, "the given manifest"), "the given manifest"
+    if source is None:
+        raise BundleError("give src (the bundle) or the manifest's content: without either there is nothing to "
+                          "check the files against")
+    where = source.describe(MANIFEST_NAME)
+    return parse_manifest(source.read_text(MANIFEST_NAME), where), where
+
+
+def fetch_files(dest, rows, source=None, label="bundle", parallel=4, retries=3, rehash=False, status_file=None,
+                check_mode=False, reserve_bytes=0, chunk_bytes=CHUNK_BYTES, progress_interval=1.0, backoff=1.0,
+                space_what=None, space_fix=None, mismatch_fix=None, manifest_label=None):
+    """Bring ``dest`` to ``rows`` (``(path in dest, path in the bundle, sha256)``, see :func:`select`).
+
+    ``source`` None only verifies ``dest`` (the files were copied there by other means) and fails on a missing
+    or different file. Returns the result dict of the modules ``bundle_fetch`` and ``model_fetch``."""
+    started = time.time()
+    dest = os.path.abspath(dest)
+    if parallel < 1:
+        raise BundleError(f"parallel={parallel} must be at least 1")
+    if os.path.lexists(dest) and not os.path.isdir(dest):
+        raise BundleError(f"dest={dest} exists and is not a directory")
+
+    plan = plan_files(rows, dest, rehash=rehash, check_mode=check_mode)
+    todo = [i for i in plan if i["state"] != "present"]
+    result = {
+        "changed": bool(todo), "dest": dest,
+        "files": [i["rel"] for i in plan],
+        "present": [i["rel"] for i in plan if i["state"] == "present"],
+        "fetched": [i["rel"] for i in todo],
+        "mismatched": [i["rel"] for i in plan if i["state"] == "mismatch"],
+        "sha256": {i["rel"]: i["sha256"] for i in plan},
+        "bytes_present": sum(i.get("local_bytes", 0) for i in plan if i["state"] == "present"),
+        "bytes_fetched": 0, "resumed_bytes": sum(i["part_bytes"] for i in todo),
+        "status_file": status_file,
+    }
+    if source is None:
+        if todo:
+            lines = [f"{i['rel']}: missing" if i["state"] == "missing" else
+                     f"{i['rel']}: sha256 {i['local_sha256']}, manifest {i['sha256']}" for i in todo]
+            raise BundleError(f"{dest} does not match the manifest of {manifest_label or label}: "
+                              + "; ".join(lines) + ". "
+                              + (mismatch_fix or "Copy the files again from an intact bundle (check it there with "
+                                 "'sha256sum -c MANIFEST.sha256')"))
+        result.update(changed=False, fetched=[], bytes_total=result["bytes_present"],
+                      seconds=round(time.time() - started, 3))
+        return result
+
+    for item in todo:
+        item["size"] = source.size(item["bundle_rel"])
+    unknown = [i["rel"] for i in todo if i["size"] is None]
+    needed = sum(max(i["size"] - i["part_bytes"], 0) for i in todo if i["size"] is not None)
+    result["bytes_needed"] = needed
+    result["bytes_total"] = result["bytes_present"] + sum(i["size"] or 0 for i in todo)
+    if unknown:
+        result["unknown_sizes"] = unknown
+    space_where, free = check_space(dest, needed, reserve_bytes, what=space_what or label,
+                                    fix=space_fix or "Free space there, or fetch into a bigger filesystem")
+    result["free_bytes"] = free
+    result["free_checked_at"] = space_where
+    if check_mode or not todo:
+        result["seconds"] = round(time.time() - started, 3)
+        return result
+
+    for item in todo:
+        if item["state"] == "mismatch":
+            os.unlink(os.path.join(dest, item["rel"]))
+            try:
+                os.unlink(cache_path(dest, item["rel"]))
+            except OSError:
+                pass
+    os.makedirs(dest, exist_ok=True)
+    todo.sort(key=lambda i: -(i["size"] or 0))  # biggest first: the pool ends together
+    total = sum(i["size"] or 0 for i in todo)
+    status_file = status_file or os.path.join(dest, STATE_DIR, STATUS_NAME)
+    result["status_file"] = status_file
+    stop = threading.Event()
+    errors, stopped, done = [], [], []
+    progress = Progress(status_file, label, len(todo), total, interval=progress_interval)
+    progress.add(sum(i["part_bytes"] for i in todo), fetched=False)
+    with progress:
+        with ThreadPoolExecutor(max_workers=min(parallel, len(todo))) as pool:
+            futures = [pool.submit(download_file, source, item, dest, progress, stop, retries, chunk_bytes, backoff)
+                       for item in todo]
+            for fut in futures:
+                try:
+                    done.append(fut.result())
+                except Stopped as exc:
+                    stopped.append(str(exc))
+                except BundleError as exc:
+                    stop.set()
+                    errors.append(str(exc))
+                    progress.error(str(exc))
+                except OSError as exc:
+                    stop.set()
+                    errors.append(f"writing into {dest}: {exc}")
+                    progress.error(errors[-1])
+        if errors or stopped:
+            progress.write("failed")
+            raise BundleError("; ".join(errors or stopped))
+    _remove_empty_state(dest)
+    result["bytes_fetched"] = sum(d["bytes"] - d["resumed_from"] for d in done)
+    result["seconds"] = round(time.time() - started, 3)
+    result["rate_bytes_per_s"] = round(result["bytes_fetched"] / max(result["seconds"], 1e-6), 1)
+    return result
+
+
+def _remove_empty_state(dest):
+    """Drop empty directories left under the state directory (the .sha256 sidecars and status stay)."""
+    state = os.path.join(dest, STATE_DIR)
+    for dirpath, _dirnames, _filenames in os.walk(state, topdown=False):
+        if dirpath != state and not os.listdir(dirpath):
+            try:
+                os.rmdir(dirpath)
+            except OSError:
+                pass
+
+
+def dest_paths(dest, files):
+    """Every directory (dest and below) and file of ``files`` (relative to dest), for ownership and modes."""
+    dirs, seen = [dest], {dest}
+    for rel in files:
+        parent = os.path.dirname(os.path.join(dest, rel))
+        chain = []
+        while parent not in seen and parent.startswith(dest + os.sep):
+            chain.append(parent)
+            seen.add(parent)
+            parent = os.path.dirname(parent)
+        dirs.extend(reversed(chain))
+    state = os.path.join(dest, STATE_DIR)
+    if os.path.isdir(state):
+        dirs.append(state)
+    return dirs, [os.path.join(dest, rel) for rel in files]
