@@ -1,32 +1,37 @@
-"""roles/vllm/files/venv_state.py: the idempotence check and the entry-point verification of the vllm role."""
+"""ascendai.vllm.venv_state (module_utils/venv_state.py): the idempotence check and the entry-point verification of
+the vllm role, run under the venv's own interpreter (issue 18: it was roles/vllm/files/venv_state.py, run through
+``python -c`` in two places)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
+from ansible_collections.ascendai.vllm.plugins.module_utils import venv_state
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-SCRIPT = os.path.join(ROOT, "roles", "vllm", "files", "venv_state.py")
-
-_spec = importlib.util.spec_from_file_location("venv_state", SCRIPT)
-venv_state = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(venv_state)
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+ANSIBLE = os.path.join(os.path.dirname(sys.executable), "ansible")
 
 
 def run_like_the_role(spec, env=None):
-    """Run the script as the role does: ``python -c <source> <json>``."""
-    with open(SCRIPT, encoding="utf-8") as handle:
-        source = handle.read()
-    out = subprocess.run([sys.executable, "-c", source, json.dumps(spec)], capture_output=True, text=True,
-                         check=True, env=env)
-    return json.loads(out.stdout)
+    """Run the module as the role does: through Ansible, under the interpreter of the venv it reads (here this
+    test's own Python; ``PYTHONPATH`` in ``env`` adds distributions)."""
+    env = dict(env or os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
+               ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
+               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_NOCOLOR="1")
+    out = subprocess.run([ANSIBLE, "localhost", "-i", "localhost,", "-c", "local", "-e",
+                          f"ansible_python_interpreter={sys.executable}", "-m", "ascendai.vllm.venv_state",
+                          "-a", json.dumps(spec)], capture_output=True, text=True, check=False, env=env, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    result = json.loads(out.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    assert result["changed"] is False
+    return result
 
 
 def make_dist(site, name, version, entry_points=""):
@@ -111,7 +116,7 @@ def test_compare_ok_exactly_when_nothing_to_do(installed, wanted, absent):
     assert set(report["unwanted"]) == {n for n in absent if n in installed}
 
 
-def test_script_reads_a_real_environment():
+def test_module_reads_a_real_environment():
     """Against this interpreter's own site-packages: pytest is installed at pytest.__version__."""
     report = run_like_the_role({"wanted": {"pytest": pytest.__version__, "no-such-dist-x": "1.0"},
                                 "absent": ["hypothesis"]})
@@ -123,7 +128,7 @@ def test_script_reads_a_real_environment():
     assert report["entry_point"] is None
 
 
-def test_script_finds_the_ascend_platform_plugin(tmp_path):
+def test_module_finds_the_ascend_platform_plugin(tmp_path):
     site = str(tmp_path)
     make_dist(site, "vllm-ascend", "0.23.0", "[vllm.platform_plugins]\nascend = vllm_ascend:register\n")
     make_dist(site, "torch-npu", "2.10.0.post4")
@@ -135,9 +140,36 @@ def test_script_finds_the_ascend_platform_plugin(tmp_path):
     assert report["ok"] is True
 
 
-def test_script_without_the_plugin(tmp_path):
+def test_module_without_the_plugin(tmp_path):
     site = str(tmp_path)
     make_dist(site, "vllm-ascend", "0.23.0", "[console_scripts]\nfoo = x:y\n")
     report = run_like_the_role({"wanted": {}, "entry_point": ["vllm.platform_plugins", "ascend"]},
                                env=dict(os.environ, PYTHONPATH=site))
     assert report["entry_point"] is None
+
+
+def test_the_vllm_role_runs_the_module_under_the_venv_python():
+    """No task runs a role file through ``python -c`` any more; the venv is read by the module, as the venv's Python."""
+    tasks = []
+    for name in ("preflight.yml", "install.yml"):
+        with open(os.path.join(ROOT, "roles", "vllm", "tasks", name), encoding="utf-8") as handle:
+            text = handle.read()
+        assert "lookup('ansible.builtin.file'" not in text, name
+        for task in yaml.safe_load(text):
+            tasks.extend(task.get("block", [task]))
+    reads = [task for task in tasks if "ascendai.vllm.venv_state" in task]
+    assert len(reads) == 2
+    for task in reads:
+        assert task["vars"]["ansible_python_interpreter"] == "{{ _vllm_python }}"
+    assert not os.path.exists(os.path.join(ROOT, "roles", "vllm", "files", "venv_state.py"))
+
+
+def test_entry_point_must_be_group_and_name():
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
+               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_NOCOLOR="1")
+    out = subprocess.run([ANSIBLE, "localhost", "-i", "localhost,", "-c", "local", "-e",
+                          f"ansible_python_interpreter={sys.executable}", "-m", "ascendai.vllm.venv_state",
+                          "-a", json.dumps({"entry_point": ["vllm.platform_plugins"]})],
+                         capture_output=True, text=True, check=False, env=env, timeout=300)
+    assert out.returncode != 0
+    assert "entry_point must be [group, name]" in out.stdout

