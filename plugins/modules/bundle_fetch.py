@@ -1,0 +1,322 @@
+# Copyright: ascendai.vllm contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: bundle_fetch
+short_description: Fetch files of the offline bundle onto a host, checked against the bundle's MANIFEST.sha256
+version_added: 0.1.0
+description:
+  - The one way the collection's roles take files from the offline bundle (C(playbooks/download.yml)), that is the Huawei
+    driver, firmware and CANN packages (C(huawei/)), the CPython tarball (C(python/)) and the models
+    (C(models/<name>/)). Every file is checked against the sha256 that the bundle's C(MANIFEST.sha256) lists.
+  - O(src) is the bundle root as an C(http://) or C(https://) URL (any static web server) or as a directory on the
+    host the module runs on (an NFS mount, a disk). Proxies come from C(http_proxy), C(https_proxy), C(no_proxy).
+  - O(files) names bundle paths (or C(fnmatch) globs); each lands in O(dest) under its base name. O(prefix) names
+    a directory of the bundle; every file below it lands in O(dest) under its path below the prefix. A name the
+    manifest does not list fails before anything is written, with the manifest line to add and O(hint).
+  - Without O(dest) the module checks the files of the directory O(src) in place and copies nothing. The roles do
+    this on the controller (C(delegate_to=localhost)) when the bundle is a directory there, then copy the checked
+    files with M(ansible.builtin.copy); a damaged package in the bundle never reaches the node.
+  - Without O(src) the module verifies O(dest) against O(manifest_content) (files copied there by other means).
+  - Transfers are resumable (a C(.part) file under C(<dest>/.ascendai_fetch/), continued with an HTTP C(Range)
+    request), parallel (O(parallel)), retried with back-off, and preceded by a free-space check. A download whose
+    sha256 differs is removed and fails naming the file; a present file with another sha256 is fetched again.
+  - A file's sha256 is cached in C(<dest>/.ascendai_fetch/<file>.sha256) keyed by its size and mtime, so a run on
+    unchanged files reads none of them.
+options:
+  src:
+    description:
+      - The bundle root, an C(http(s)://) URL or a directory on the host the module runs on, holding
+        C(MANIFEST.sha256). Credentials in the URL (C(user:password@)) are sent as Basic authentication and never
+        appear in messages or results.
+      - Omit to verify O(dest) against O(manifest_content).
+    type: str
+  dest:
+    description:
+      - Directory that receives the files (created when missing).
+      - Omit to check the files of the directory O(src) in place.
+    type: path
+  files:
+    description: Paths of files in the bundle, or C(fnmatch) globs (C(huawei/*-toolkit_*.run)); each must match.
+    type: list
+    elements: str
+  prefix:
+    description: A directory of the bundle (C(models/deepseek-llm-67b-chat)) whose every file is fetched.
+    type: str
+  manifest_content:
+    description: Content of C(MANIFEST.sha256); default is to read C(<src>/MANIFEST.sha256).
+    type: str
+  hint:
+    description:
+      - Appended to every failure message, for the caller's own fix (which package to download from where, which
+        variable to set).
+    type: str
+    default: ""
+  parallel:
+    description: Files transferred at once.
+    type: int
+    default: 4
+  retries:
+    description: Retries of one file after a network error (each resumes where the last stopped).
+    type: int
+    default: 3
+  timeout:
+    description:
+      - Seconds an HTTP connection may stay silent; a transfer slower than 1 KiB/s over this many seconds is given
+        up and retried.
+    type: int
+    default: 60
+  validate_certs:
+    description: Verify the server's TLS certificate for C(https://) sources.
+    type: bool
+    default: true
+  ca_path:
+    description: PEM file of the CA that signed the bundle server's certificate.
+    type: path
+  rehash:
+    description: Read every present file again instead of trusting the cached sha256 (size and mtime unchanged).
+    type: bool
+    default: false
+  status_file:
+    description: JSON file receiving the progress every second; default C(<dest>/.ascendai_fetch/status.json).
+    type: path
+  owner:
+    description: Owner of O(dest), its directories and files.
+    type: str
+  group:
+    description: Group of O(dest), its directories and files.
+    type: str
+  mode:
+    description: Mode of the fetched files, for example C('0640').
+    type: raw
+  directory_mode:
+    description: Mode of O(dest) and the directories below it, for example C('0750').
+    type: raw
+extends_documentation_fragment:
+  - ascendai.vllm.attributes
+  - ascendai.vllm.attributes.idempotent
+attributes:
+  check_mode:
+    support: full
+    details: Reads the manifest, the sizes on the server and the free space, and reports what would be fetched.
+  diff_mode:
+    support: partial
+    details: Reports the files missing or different before, and the selected files after.
+  idempotent:
+    support: full
+    details: Files present with the manifest's sha256 are left alone; C(changed) only when a file was written or
+      its owner or mode set.
+notes:
+  - Serve the bundle over HTTP for real sizes (a CANN toolkit is several GB, a 67B model 134 GB in FP16).
+  - Python's C(http.server) ignores C(Range); it works, but an interrupted file then starts again.
+  - M(ascendai.vllm.model_fetch) is this module with O(prefix) set to C(models/<model>).
+seealso:
+  - module: ascendai.vllm.model_fetch
+  - module: ansible.builtin.copy
+author:
+  - ascendai.vllm contributors (@ascendai)
+"""
+
+EXAMPLES = r"""
+- name: Download the driver and firmware packages from the bundle's web server
+  ascendai.vllm.bundle_fetch:
+    src: http://bundle.example.internal/ascendai-bundle/
+    files:
+      - huawei/Ascend-hdk-910b-npu-driver_25.2.0_linux-x86-64.run
+      - huawei/Ascend-hdk-910b-npu-firmware_7.7.0.6.236.run
+    dest: /var/cache/ascendai/huawei
+    owner: root
+    group: root
+    mode: "0600"
+    hint: Download the packages from Huawei's support site into the bundle's huawei/ directory.
+
+- name: Check the CANN toolkit in the controller's bundle before copying it
+  ascendai.vllm.bundle_fetch:
+    src: "{{ playbook_dir }}/../.cache/bundle"
+    files: [huawei/Ascend-cann-toolkit_8.3.RC1_linux-x86_64.run]
+  delegate_to: localhost
+  become: false
+
+- name: Fetch a model directory of the bundle
+  ascendai.vllm.bundle_fetch:
+    src: https://user:secret@bundle.example.internal/ascendai-bundle/
+    prefix: models/deepseek-llm-67b-chat
+    dest: /opt/ascendai/models/deepseek-llm-67b-chat
+    mode: "0640"
+    directory_mode: "0750"
+"""
+
+RETURN = r"""
+dest:
+  description: Absolute path of O(dest); O(src) when the files were checked in place.
+  returned: always
+  type: str
+  sample: /var/cache/ascendai/huawei
+src:
+  description: O(src) without the credentials a URL may carry.
+  returned: always
+  type: str
+  sample: http://***@bundle.example.internal/ascendai-bundle/
+files:
+  description: The selected files, relative to O(dest) (in place, relative to O(src)).
+  returned: always
+  type: list
+  elements: str
+  sample: [Ascend-hdk-910b-npu-driver_25.2.0_linux-x86-64.run]
+bundle_paths:
+  description: Path in the bundle of each selected file, keyed like RV(files).
+  returned: always
+  type: dict
+  sample:
+    Ascend-hdk-910b-npu-driver_25.2.0_linux-x86-64.run: huawei/Ascend-hdk-910b-npu-driver_25.2.0_linux-x86-64.run
+sha256:
+  description: The manifest's sha256 of each selected file, keyed like RV(files).
+  returned: always
+  type: dict
+  sample:
+    Ascend-hdk-910b-npu-driver_25.2.0_linux-x86-64.run: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+present:
+  description: Files that were already there with the right sha256.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+fetched:
+  description: Files fetched (or, in check mode, to fetch).
+  returned: always
+  type: list
+  elements: str
+  sample: [Ascend-hdk-910b-npu-driver_25.2.0_linux-x86-64.run]
+mismatched:
+  description: Files that were present with another sha256 (fetched again).
+  returned: always
+  type: list
+  elements: str
+  sample: []
+bytes_needed:
+  description: Bytes still to transfer (partial files counted as far as they go).
+  returned: when O(src) and O(dest) are given
+  type: int
+  sample: 104857600
+bytes_fetched:
+  description: Bytes transferred by this run.
+  returned: when O(dest) is given
+  type: int
+  sample: 104857600
+free_bytes:
+  description: Free bytes of the filesystem of O(dest) before the transfer.
+  returned: when O(src) and O(dest) are given
+  type: int
+  sample: 1900000000000
+status_file:
+  description: The progress file.
+  returned: when files were fetched
+  type: str
+  sample: /var/cache/ascendai/huawei/.ascendai_fetch/status.json
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.ascendai.vllm.plugins.module_utils.bundle import (
+    BundleError,
+    DirSource,
+    dest_paths,
+    fetch_files,
+    load_entries,
+    make_source,
+    redact_url,
+    select,
+    verify_in_place,
+)
+
+
+def run(p, check_mode):
+    """The module's work on plain parameters; raises BundleError."""
+    hint = (p["hint"] or "").strip()
+    source = None
+    if p["src"]:
+        source = make_source(p["src"], timeout=p["timeout"], validate_certs=p["validate_certs"],
+                             ca_path=p["ca_path"])
+    where = redact_url(p["src"]) if p["src"] else "the given manifest"
+    entries, _where = load_entries(source, p["manifest_content"])
+    rows = select(entries, p["files"] or (), p["prefix"], where=where, hint=hint)
+    common = {"src": redact_url(p["src"]) if p["src"] else None,
+              "bundle_paths": {rel: path for rel, path, _d in rows}}
+    if not p["dest"]:
+        if not isinstance(source, DirSource):
+            raise BundleError("dest is required unless src is a directory whose files are checked in place")
+        verify_in_place(source.base, rows, where=where, hint=hint)
+        return dict(common, changed=False, dest=os.path.abspath(source.base), files=[path for _r, path, _d in rows],
+                    sha256={path: digest for _r, path, digest in rows}, present=[path for _r, path, _d in rows],
+                    fetched=[], mismatched=[])
+    try:
+        result = fetch_files(p["dest"], rows, source=source, label=p["prefix"] or "bundle files",
+                             parallel=p["parallel"], retries=p["retries"], rehash=p["rehash"],
+                             status_file=p["status_file"], check_mode=check_mode,
+                             manifest_label=where)
+    except BundleError as exc:
+        raise BundleError(f"{exc} {hint}".strip()) from None
+    result.update(common)
+    return result
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "src": {"type": "str"},
+            "dest": {"type": "path"},
+            "files": {"type": "list", "elements": "str"},
+            "prefix": {"type": "str"},
+            "manifest_content": {"type": "str"},
+            "hint": {"type": "str", "default": ""},
+            "parallel": {"type": "int", "default": 4},
+            "retries": {"type": "int", "default": 3},
+            "timeout": {"type": "int", "default": 60},
+            "validate_certs": {"type": "bool", "default": True},
+            "ca_path": {"type": "path"},
+            "rehash": {"type": "bool", "default": False},
+            "status_file": {"type": "path"},
+            "owner": {"type": "str"},
+            "group": {"type": "str"},
+            "mode": {"type": "raw"},
+            "directory_mode": {"type": "raw"},
+        },
+        required_one_of=[["src", "manifest_content"], ["files", "prefix"]],
+        supports_check_mode=True,
+    )
+    p = module.params
+    if not p["src"] and not p["dest"]:
+        module.fail_json(msg="give dest (where the files go) or src (a bundle directory whose files are checked in "
+                             "place); with manifest_content alone there is nothing to check")
+    try:
+        result = run(p, module.check_mode)
+    except BundleError as exc:
+        module.fail_json(msg=str(exc), dest=p["dest"], files=p["files"], prefix=p["prefix"])
+    except OSError as exc:
+        module.fail_json(msg=f"bundle_fetch into {p['dest']} failed: {exc}. {p['hint'] or ''}".strip())
+
+    changed = result["changed"]
+    if p["dest"]:
+        dirs, files = dest_paths(result["dest"], result["files"])
+        for path, mode in [(d, p["directory_mode"]) for d in dirs] + [(f, p["mode"]) for f in files]:
+            if not os.path.lexists(path):
+                continue  # check mode: not fetched yet
+            changed = module.set_owner_if_different(path, p["owner"], changed)
+            changed = module.set_group_if_different(path, p["group"], changed)
+            if mode is not None:
+                changed = module.set_mode_if_different(path, mode, changed)
+    result["changed"] = changed
+    if module._diff:
+        result["diff"] = {
+            "before": {"missing_or_different": sorted(result["fetched"])},
+            "after": {"files": sorted(result["files"])},
+        }
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
