@@ -19,7 +19,11 @@ description:
   - C(num_attention_heads) must be divisible by C(num_key_value_heads) (grouped-query attention) and by
     O(tensor_parallel_size); the KV heads must split evenly over the ranks, or the ranks over the KV heads.
   - DeepSeek-V2/V3 multi-head latent attention (C(kv_lora_rank)) is recognised; its head size is
-    C(qk_nope_head_dim + qk_rope_head_dim). Multimodal configs are read from C(text_config).
+    C(qk_nope_head_dim + qk_rope_head_dim); its latent cache width C(kv_lora_rank + qk_rope_head_dim) must be one
+    the MLA backend in use accepts (O(mla_cache_sizes)). Multimodal configs are read from C(text_config).
+  - DeepSeek-V2/V3 mixture of experts (C(n_routed_experts)): C(num_experts_per_tok) within the experts,
+    C(first_k_dense_replace) within the layers, and for C(noaux_tc)/C(group_limited_greedy) routing C(n_group)
+    dividing the experts and C(topk_group) within the groups.
   - Returns a summary with C(problems); it does not fail on them, so that a play can report all at once.
 options:
   _input:
@@ -39,6 +43,13 @@ options:
     type: list
     elements: int
     default: [32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512]
+  mla_cache_sizes:
+    description:
+      - Latent cache widths (C(kv_lora_rank + qk_rope_head_dim)) the MLA attention backend accepts; omitted, the
+        width is not checked.
+      - vLLM 0.32 on the CPU accepts only 576 (DeepSeek-V2/V3's 512 + 64); see docs/sources.md, "vLLM on the CPU".
+    type: list
+    elements: int
 """
 
 EXAMPLES = r"""
@@ -62,6 +73,10 @@ _value:
     model_type: {description: C(model_type) of the config., type: str}
     head_dim: {description: Attention head size., type: int}
     attention: {description: C(mha), C(gqa), C(mqa) or C(mla)., type: str}
+    mla_cache_size: {description: "MLA only: the latent cache width C(kv_lora_rank + qk_rope_head_dim).", type: int}
+    experts:
+      description: "MoE only: C(routed), C(shared), C(per_token) experts and C(topk_method)."
+      type: dict
     num_attention_heads: {description: Query heads., type: int}
     num_key_value_heads: {description: Key/value heads (none for MLA)., type: int}
     hidden_size: {description: Hidden size., type: int}
@@ -76,7 +91,8 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.ascendai.vllm.plugins.module_utils.model_config import ConfigError, check_model_config
 
 
-def model_config_check(config_json, tensor_parallel_size=1, supported_architectures=None, head_dims=None):
+def model_config_check(config_json, tensor_parallel_size=1, supported_architectures=None, head_dims=None,
+                       mla_cache_sizes=None):
     """See DOCUMENTATION."""
     try:
         tp = int(tensor_parallel_size)
@@ -89,20 +105,27 @@ def model_config_check(config_json, tensor_parallel_size=1, supported_architectu
                                                 or not isinstance(supported_architectures, (list, tuple, set))):
         raise AnsibleFilterError(f"model_config_check: supported_architectures={supported_architectures!r} must be "
                                  "a list of class names (parse vLLM's output with from_json)")
+    def _dim(d):
+        if isinstance(d, str):
+            return d.isdigit() and len(d) < 7
+        return isinstance(d, int) and not isinstance(d, bool) and d > 0
+
     dims = None
     if head_dims is not None:
-        def _dim(d):
-            if isinstance(d, str):
-                return d.isdigit() and len(d) < 7
-            return isinstance(d, int) and not isinstance(d, bool) and d > 0
-
         if not isinstance(head_dims, (list, tuple)) or not all(_dim(d) for d in head_dims):
             raise AnsibleFilterError(f"model_config_check: head_dims={head_dims!r} must be a list of positive "
                                      "integers (the head sizes the attention backend supports)")
         dims = [int(d) for d in head_dims]
+    widths = None
+    if mla_cache_sizes is not None:
+        if not isinstance(mla_cache_sizes, (list, tuple)) or not all(_dim(d) for d in mla_cache_sizes):
+            raise AnsibleFilterError(f"model_config_check: mla_cache_sizes={mla_cache_sizes!r} must be a list of "
+                                     "positive integers (the MLA latent cache widths the backend accepts, e.g. [576])")
+        widths = [int(d) for d in mla_cache_sizes]
     try:
         return check_model_config(config_json, tensor_parallel_size=tp,
-                                  supported_architectures=supported_architectures, head_dims=dims)
+                                  supported_architectures=supported_architectures, head_dims=dims,
+                                  mla_cache_sizes=widths)
     except ConfigError as exc:
         raise AnsibleFilterError(f"model_config_check: {exc}") from exc
 

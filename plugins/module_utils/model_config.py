@@ -15,6 +15,15 @@ import json
 # "Unsupported CPU attention configuration" (docs/sources.md, "vLLM on the CPU").
 DEFAULT_HEAD_DIMS = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
 
+# Latent cache widths (kv_lora_rank + qk_rope_head_dim) vLLM 0.32's CPU MLA backends accept: CPU_MLA and AMX_MLA
+# get_supported_head_sizes return [576] (v1/attention/backends/mla/cpu_mla.py, amx_mla.py) and the decode kernel
+# compiles only head_dim 576 with v_head_dim 512 (csrc/cpu/mla_decode.cpp); another width loads and then dies
+# on the first request (docs/sources.md, "vLLM on the CPU").
+CPU_MLA_CACHE_SIZES = (576,)
+
+# DeepSeek-V3 routing methods that pick experts within groups (n_group, topk_group).
+_GROUPED_TOPK = ("noaux_tc", "group_limited_greedy")
+
 
 class ConfigError(Exception):
     """The input is not a config.json at all."""
@@ -45,8 +54,50 @@ def _int(cfg, key, problems, required=True):
     return value
 
 
-def check_model_config(config_json, tensor_parallel_size=1, supported_architectures=None, head_dims=None):
-    """Check a config.json; returns a summary dict with ``problems`` (empty when all is well)."""
+def _check_moe(text, layers, problems):
+    """DeepSeek-V2/V3 mixture-of-experts keys (``n_routed_experts``); returns the experts summary or None."""
+    if text.get("n_routed_experts") is None:
+        return None
+    experts = _int(text, "n_routed_experts", problems)
+    top_k = _int(text, "num_experts_per_tok", problems)
+    _int(text, "moe_intermediate_size", problems)
+    shared = text.get("n_shared_experts") or 0
+    if isinstance(shared, bool) or not isinstance(shared, int) or shared < 0:
+        problems.append(f"n_shared_experts={shared!r} must be 0 or a positive integer")
+        shared = None
+    dense = text.get("first_k_dense_replace") or 0
+    if isinstance(dense, bool) or not isinstance(dense, int) or dense < 0:
+        problems.append(f"first_k_dense_replace={dense!r} must be 0 or a positive integer")
+    elif layers and dense > layers:
+        problems.append(f"first_k_dense_replace={dense} exceeds num_hidden_layers={layers}: no layer would have "
+                        "experts; the config is damaged")
+    if experts and top_k and top_k > experts:
+        problems.append(f"num_experts_per_tok={top_k} exceeds n_routed_experts={experts}: a token cannot be routed "
+                        "to more experts than exist")
+    method = text.get("topk_method")
+    if method in _GROUPED_TOPK and experts:
+        groups = _int(text, "n_group", problems)
+        keep = _int(text, "topk_group", problems)
+        if groups and experts % groups:
+            problems.append(f"n_group={groups} does not divide n_routed_experts={experts}: {method} routing picks "
+                            "experts within equal groups")
+        if groups and keep and keep > groups:
+            problems.append(f"topk_group={keep} exceeds n_group={groups}")
+        if groups and keep and top_k and experts and not experts % groups and top_k > keep * (experts // groups):
+            problems.append(f"num_experts_per_tok={top_k} exceeds the {keep} x {experts // groups} experts the "
+                            f"{keep} kept groups hold")
+    if method == "noaux_tc" and text.get("scoring_func", "sigmoid") != "sigmoid":
+        problems.append(f"topk_method=noaux_tc with scoring_func={text.get('scoring_func')!r}: vLLM's noaux_tc "
+                        "routing (DeepSeek-V3) uses sigmoid scores")
+    return {"routed": experts, "shared": shared, "per_token": top_k, "topk_method": method}
+
+
+def check_model_config(config_json, tensor_parallel_size=1, supported_architectures=None, head_dims=None,
+                       mla_cache_sizes=None):
+    """Check a config.json; returns a summary dict with ``problems`` (empty when all is well).
+
+    ``mla_cache_sizes``: the latent cache widths (``kv_lora_rank + qk_rope_head_dim``) the MLA backend in use
+    accepts, e.g. ``CPU_MLA_CACHE_SIZES`` for vLLM on the CPU; None leaves the width unchecked."""
     cfg = load_config(config_json)
     # Multimodal configs keep the language model's dimensions in text_config.
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
@@ -83,14 +134,26 @@ def check_model_config(config_json, tensor_parallel_size=1, supported_architectu
     head_dim = None
     attention = None
 
+    mla_cache = None
     if mla:
         attention = "mla"
         nope = _int(text, "qk_nope_head_dim", problems)
         rope = _int(text, "qk_rope_head_dim", problems)
-        _int(text, "kv_lora_rank", problems)
+        kv_lora = _int(text, "kv_lora_rank", problems)
         _int(text, "v_head_dim", problems)
+        if text.get("q_lora_rank") is not None:
+            _int(text, "q_lora_rank", problems)
         if nope and rope:
             head_dim = nope + rope
+        if kv_lora and rope:
+            mla_cache = kv_lora + rope
+            if mla_cache_sizes is not None and mla_cache not in tuple(mla_cache_sizes):
+                problems.append(
+                    f"kv_lora_rank={kv_lora} + qk_rope_head_dim={rope} = {mla_cache} (the MLA latent cache width) "
+                    f"is not one the MLA attention backend in use accepts "
+                    f"({', '.join(str(d) for d in mla_cache_sizes) or 'none'}); vLLM loads the model and then fails "
+                    "on the first request. On the CPU that is DeepSeek-V2/V3's kv_lora_rank 512 + "
+                    "qk_rope_head_dim 64; serve the model on NPUs or pick one of that shape")
     elif hidden and heads:
         if explicit_head_dim is not None:
             head_dim = _int(text, "head_dim", problems)
@@ -118,6 +181,7 @@ def check_model_config(config_json, tensor_parallel_size=1, supported_architectu
             problems.append(f"tensor_parallel_size={tp} is not a multiple of num_key_value_heads={kv_heads}; vLLM "
                             "replicates each KV head over a whole number of ranks")
 
+    experts = _check_moe(text, layers, problems)
     quant = cfg.get("quantization_config")
     return {
         "ok": not problems,
@@ -132,6 +196,8 @@ def check_model_config(config_json, tensor_parallel_size=1, supported_architectu
         "vocab_size": vocab,
         "head_dim": head_dim,
         "attention": attention,
+        "mla_cache_size": mla_cache,
+        "experts": experts,
         "torch_dtype": cfg.get("torch_dtype") or cfg.get("dtype") or text.get("torch_dtype"),
         "quantization": (quant.get("quant_method") if isinstance(quant, dict) else None),
         "tensor_parallel_size": tp,

@@ -150,3 +150,50 @@ def test_a_huge_head_count_answers_at_once():
                              tensor_parallel_size=4)
     assert time.monotonic() - started < 2
     assert any("tensor-parallel size among [1]" in p for p in out["problems"])
+
+
+# DeepSeek-V3's config.json routing keys (https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json).
+V3_MOE = {"n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8, "moe_intermediate_size": 2048,
+          "first_k_dense_replace": 3, "n_group": 8, "topk_group": 4, "topk_method": "noaux_tc",
+          "scoring_func": "sigmoid"}
+# tests/tools/make_tiny_v3_model.py: the deepseek_v3 scenario's model (kv_lora_rank 512 + rope 64 = 576).
+TINY_V3 = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "hidden_size": 256,
+           "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 3, "vocab_size": 512,
+           "q_lora_rank": 96, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 64, "v_head_dim": 64,
+           "n_routed_experts": 8, "n_shared_experts": 1, "num_experts_per_tok": 2, "moe_intermediate_size": 128,
+           "first_k_dense_replace": 1, "n_group": 4, "topk_group": 2, "topk_method": "noaux_tc",
+           "scoring_func": "sigmoid", "torch_dtype": "bfloat16"}
+
+
+def test_v3_mla_cache_width_against_the_cpu_backend():
+    """vLLM 0.32's CPU MLA backends take only 576 = 512 + 64 (cpu_mla.py/amx_mla.py, csrc/cpu/mla_decode.cpp)."""
+    res = model_config_check(TINY_V3, mla_cache_sizes=[576])
+    assert res["ok"] is True and res["mla_cache_size"] == 576
+    assert res["experts"] == {"routed": 8, "shared": 1, "per_token": 2, "topk_method": "noaux_tc"}
+    small = dict(TINY_V3, kv_lora_rank=32)   # 32 + 64 = 96: loads, then the engine dies on the first request
+    assert model_config_check(small)["ok"] is True   # no backend named: not checked
+    res = model_config_check(small, mla_cache_sizes=[576])
+    assert res["ok"] is False and res["mla_cache_size"] == 96
+    assert res["problems"] == [
+        "kv_lora_rank=32 + qk_rope_head_dim=64 = 96 (the MLA latent cache width) is not one the MLA attention "
+        "backend in use accepts (576); vLLM loads the model and then fails on the first request. On the CPU that "
+        "is DeepSeek-V2/V3's kv_lora_rank 512 + qk_rope_head_dim 64; serve the model on NPUs or pick one of that "
+        "shape"]
+    with pytest.raises(AnsibleFilterError, match="mla_cache_sizes"):
+        model_config_check(TINY_V3, mla_cache_sizes="576")
+
+
+def test_v3_moe_keys():
+    assert model_config_check(dict(DEEPSEEK_V3, **V3_MOE), tensor_parallel_size=16)["ok"] is True
+    bad = dict(DEEPSEEK_V3, **dict(V3_MOE, n_group=7, topk_group=9, first_k_dense_replace=62,
+                                   num_experts_per_tok=300))
+    problems = model_config_check(bad)["problems"]
+    assert [p.split("=")[0] for p in problems] == ["first_k_dense_replace", "num_experts_per_tok", "n_group",
+                                                   "topk_group"]
+    # 8 per token, but only 1 group of 256 / 128 = 2 experts kept
+    few = model_config_check(dict(DEEPSEEK_V3, **dict(V3_MOE, n_group=128, topk_group=1)))["problems"]
+    assert few == ["num_experts_per_tok=8 exceeds the 1 x 2 experts the 1 kept groups hold"]
+    soft = model_config_check(dict(DEEPSEEK_V3, **dict(V3_MOE, scoring_func="softmax")))["problems"]
+    assert soft and "sigmoid" in soft[0]
+    # a dense model has no experts
+    assert model_config_check(DEEPSEEK_67B)["experts"] is None
