@@ -61,8 +61,19 @@ options:
     description: Explicit KV cache bytes per NPU (instead of the HBM budget).
     type: int
   weight_bytes_per_param:
-    description: Bytes per weight for quantized checkpoints (about 1 for W8A8).
+    description: Bytes per weight for quantized checkpoints (about 1 for W8A8); overrides O(quantization).
     type: float
+  quantization:
+    description:
+      - vLLM C(--quantization). C(ascend) (vllm-ascend's W8A8 checkpoints made by msModelSlim) counts projection and
+        expert matrices at 1 byte per weight, embeddings, C(lm_head), norms and routers at O(dtype)'s size.
+    type: str
+    choices: ['', ascend]
+  expert_parallel_size:
+    description:
+      - Ranks the routed experts are spread over (vLLM's C(--enable-expert-parallel): tensor-parallel size x
+        data-parallel size); each rank holds whole experts, attention stays split by O(tensor_parallel_size).
+    type: int
 """
 
 EXAMPLES = r"""
@@ -90,6 +101,8 @@ _value:
     kv_cache_tokens_per_npu: {description: Tokens the KV cache holds (whole blocks)., type: int}
     max_concurrent_full_seqs: {description: Sequences of max_model_len tokens that fit at once., type: int}
     max_concurrency: {description: Same as vLLM's "Maximum concurrency" (tokens / max_model_len)., type: float}
+    expert_parallel_size: {description: The expert-parallel size planned with (none without)., type: int}
+    quantization: {description: The quantization planned with (none without)., type: str}
     fits: {description: The weights fit and one max_model_len sequence fits., type: bool}
     warnings: {description: Human-readable problems., type: list, elements: str}
 """
@@ -102,7 +115,7 @@ def kv_cache_plan(config_json, **kwargs):
     """Return the capacity plan for ``config_json`` (see DOCUMENTATION)."""
     allowed = ("dtype", "tensor_parallel_size", "hbm_gib_per_npu", "gpu_memory_utilization", "max_model_len",
                "max_num_seqs", "kv_cache_dtype", "block_size", "reserved_gib", "kv_cache_bytes",
-               "weight_bytes_per_param")
+               "weight_bytes_per_param", "expert_parallel_size", "quantization")
     unknown = sorted(set(kwargs) - set(allowed))
     if unknown:
         raise AnsibleFilterError(f"kv_cache_plan: unknown arguments {unknown}; use {list(allowed)}")

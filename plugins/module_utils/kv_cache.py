@@ -23,8 +23,13 @@ Parameter count (approximate, documented so a reader can check it):
 
 Per NPU with tensor parallelism ``tp`` (as vLLM shards): q, o, MLP/expert and vocabulary matrices are split by
 ``tp``; k/v projections are split by ``tp`` down to one KV head per rank (replicated beyond that); norms and,
-for MLA, ``q_a_proj``/``kv_a_proj_with_mqa`` and the router are replicated. Expert parallelism is not modelled
-(the weight total per NPU is the same when experts are spread over the same NPUs).
+for MLA, ``q_a_proj``/``kv_a_proj_with_mqa`` and the router are replicated. With expert parallelism
+(``expert_parallel_size``: vLLM's ``--enable-expert-parallel`` makes it TP x DP) the routed experts are spread
+whole over the EP ranks instead of being split by ``tp``; attention, shared experts and dense layers stay split by
+``tp`` (https://github.com/vllm-project/vllm/blob/v0.23.0/vllm/model_executor/layers/fused_moe/config.py).
+
+W8A8 (``quantization="ascend"``, vllm-ascend's msModelSlim checkpoints): the projection and expert matrices take
+1 byte per weight; embeddings, ``lm_head``, norms and routers keep the dtype's size.
 
 KV cache bytes per token on one NPU: ``2 * layers * max(1, nkv/tp) * hd * bytes`` (K and V);
 MLA: ``layers * (kv_lora_rank + qk_rope_head_dim) * bytes``, the latent cache is replicated, not split by TP.
@@ -52,6 +57,10 @@ DTYPE_BYTES = {
     "float32": 4, "float": 4, "fp32": 4,
     "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "fp8_ds_mla": 1, "int8": 1,
 }
+
+
+# quantization= values: None (weights at dtype size) or "ascend" (vllm-ascend's W8A8: 1-byte matrices).
+QUANTIZATIONS = (None, "", "ascend")
 
 
 class PlanError(ValueError):
@@ -127,6 +136,7 @@ def _is_moe_layer(config, index):
 
 
 def _attention_params(config, tp):
+    """Projection parameters of one layer's attention on one rank, and its norm parameters (MLA's latent norms)."""
     hidden = _need(config, "hidden_size")
     heads = _need(config, "num_attention_heads")
     if is_mla(config):
@@ -136,14 +146,14 @@ def _attention_params(config, tp):
         kv_lora = _cfg_int(config, "kv_lora_rank", minimum=1)
         q_lora = _cfg_int(config, "q_lora_rank", default=0)
         if q_lora:
-            replicated = hidden * q_lora + q_lora
+            replicated = hidden * q_lora
             split = q_lora * heads * (nope + rope)
         else:
             replicated = 0
             split = hidden * heads * (nope + rope)
-        replicated += hidden * (kv_lora + rope) + kv_lora
+        replicated += hidden * (kv_lora + rope)
         split += kv_lora * heads * (nope + v_dim) + heads * v_dim * hidden
-        return replicated + split / tp
+        return replicated + split / tp, kv_lora + (q_lora or 0)
     head_dim = _head_dim(config, hidden, heads)
     kv_heads = _cfg_int(config, "num_key_value_heads", default=heads, minimum=1)
     kv_per_rank = max(1.0, kv_heads / tp)
@@ -152,13 +162,14 @@ def _attention_params(config, tp):
     bias = 0
     if config.get("attention_bias") or config.get("model_type") == "qwen2":
         bias = heads * head_dim / tp + 2 * kv_per_rank * head_dim
-    return q_o + k_v + bias
+    return q_o + k_v, bias
 
 
-def _mlp_params(config, index, tp):
+def _mlp_params(config, index, tp, ep=None):
+    """Projection/expert parameters of one layer's MLP on one rank, and its router parameters."""
     hidden = config["hidden_size"]
     if not _is_moe_layer(config, index):
-        return 3 * hidden * _need(config, "intermediate_size") / tp
+        return 3 * hidden * _need(config, "intermediate_size") / tp, 0
     experts = _cfg_int(config, "n_routed_experts", "num_local_experts", "num_experts", minimum=1)
     expert_inter = _cfg_int(config, "moe_intermediate_size", "intermediate_size", minimum=1)
     if expert_inter is None:
@@ -168,21 +179,32 @@ def _mlp_params(config, index, tp):
     router = hidden * experts
     if config.get("topk_method") == "noaux_tc":
         router += experts
-    return router + (experts * 3 * hidden * expert_inter + shared) / tp
+    routed = experts * 3 * hidden * expert_inter
+    return routed / (ep or tp) + shared / tp, router
 
 
-def count_parameters(config, tp=1):
-    """Parameters of the model (``tp=1``) or held by one of ``tp`` tensor-parallel ranks."""
+def parameter_split(config, tp=1, ep=None):
+    """``(matrices, other)``: parameters one rank holds, split into projection/expert matrices (what W8A8
+    quantizes) and the rest (embeddings, ``lm_head``, norms, routers, biases). ``ep``: expert-parallel size."""
     config = load_config(config)
     hidden = _need(config, "hidden_size")
     layers = _need(config, "num_hidden_layers")
     vocab = _need(config, "vocab_size")
     embed = vocab * hidden / tp
     lm_head = 0 if config.get("tie_word_embeddings") else vocab * hidden / tp
-    attention = layers * _attention_params(config, tp)
-    mlp = sum(_mlp_params(config, index, tp) for index in range(layers))
+    attn_matrices, attn_other = _attention_params(config, tp)
+    mlp = [_mlp_params(config, index, tp, ep) for index in range(layers)]
     norms = layers * 2 * hidden + hidden
-    return round(embed + lm_head + attention + mlp + norms)
+    matrices = layers * attn_matrices + sum(m for m, _r in mlp)
+    other = embed + lm_head + layers * attn_other + sum(r for _m, r in mlp) + norms
+    return matrices, other
+
+
+def count_parameters(config, tp=1, ep=None):
+    """Parameters of the model (``tp=1``) or held by one of ``tp`` tensor-parallel ranks (``ep``: the routed experts
+    spread over that many expert-parallel ranks)."""
+    matrices, other = parameter_split(config, tp, ep)
+    return round(matrices + other)
 
 
 def kv_bytes_per_token(config, tp=1, kv_bytes=2):
@@ -226,10 +248,14 @@ def _positive(name, value, kind=float, allow_none=False):
 
 def plan(config_json, dtype="auto", tensor_parallel_size=1, hbm_gib_per_npu=None, gpu_memory_utilization=0.9,
          max_model_len=None, max_num_seqs=None, kv_cache_dtype=None, block_size=128, reserved_gib=2.0,
-         kv_cache_bytes=None, weight_bytes_per_param=None):
+         kv_cache_bytes=None, weight_bytes_per_param=None, expert_parallel_size=None, quantization=None):
     """The capacity plan (see the module doc for every formula). Raises PlanError on bad input."""
     config = load_config(config_json)
     tp = _positive("tensor_parallel_size", tensor_parallel_size, int)
+    ep = _positive("expert_parallel_size", expert_parallel_size, int, allow_none=True)
+    if quantization not in QUANTIZATIONS:
+        raise PlanError(f"quantization={quantization!r}: use one of {', '.join(repr(q) for q in QUANTIZATIONS)} "
+                        "(ascend: vllm-ascend's W8A8 checkpoints, --quantization ascend)")
     block = _positive("block_size", block_size, int)
     max_num_seqs = _positive("max_num_seqs", max_num_seqs, int, allow_none=True)
     util = _positive("gpu_memory_utilization", gpu_memory_utilization)
@@ -254,16 +280,22 @@ def plan(config_json, dtype="auto", tensor_parallel_size=1, hbm_gib_per_npu=None
     if heads % tp:
         warnings.append(f"tensor_parallel_size {tp} does not divide num_attention_heads {heads}; vLLM refuses "
                         "such a split")
-    weight_bytes = (_positive("weight_bytes_per_param", weight_bytes_per_param) if weight_bytes_per_param is not None
-                    else _dtype_bytes(dtype, config, "dtype"))
-    if config.get("quantization_config") and weight_bytes_per_param is None:
-        warnings.append("config.json has a quantization_config: weights were counted at dtype size; pass "
-                        "weight_bytes_per_param (about 1 for W8A8) for a closer estimate")
+    dtype_bytes = _dtype_bytes(dtype, config, "dtype")
+    if weight_bytes_per_param is not None:
+        matrix_bytes = other_bytes = _positive("weight_bytes_per_param", weight_bytes_per_param)
+    elif quantization == "ascend":
+        matrix_bytes, other_bytes = 1, dtype_bytes
+    else:
+        matrix_bytes = other_bytes = dtype_bytes
+        if config.get("quantization_config"):
+            warnings.append("config.json has a quantization_config: weights were counted at dtype size; pass "
+                            "weight_bytes_per_param (about 1 for W8A8) for a closer estimate")
     kv_dtype_bytes = _dtype_bytes(kv_cache_dtype or dtype, config, "kv_cache_dtype")
 
     params_total = count_parameters(config, 1)
-    params_per_npu = count_parameters(config, tp)
-    weight_bytes_per_npu = int(params_per_npu * weight_bytes)
+    matrices, other = parameter_split(config, tp, ep)
+    params_per_npu = round(matrices + other)
+    weight_bytes_per_npu = int(matrices * matrix_bytes + other * other_bytes)
     kv_per_token = kv_bytes_per_token(config, tp, kv_dtype_bytes)
 
     budget = None
@@ -313,6 +345,8 @@ def plan(config_json, dtype="auto", tensor_parallel_size=1, hbm_gib_per_npu=None
         "max_concurrency": round(tokens / max_model_len, 2),
         "requested_tokens": wanted,
         "mla": is_mla(config),
+        "expert_parallel_size": ep,
+        "quantization": quantization or None,
         "fits": bool(weights_fit and one_fits),
         "warnings": warnings,
     }

@@ -212,3 +212,30 @@ def test_only_plan_errors_escape_and_counts_are_sane(change, kwargs):
         assert time.monotonic() - started < 2
     assert out["kv_cache_tokens_per_npu"] >= 0 and out["kv_bytes_per_token_per_npu"] > 0
     assert out["params_total"] > 0
+
+
+def test_r1_w8a8_with_expert_parallel_on_two_a2_nodes():
+    """vllm-ascend's DeepSeek-R1 tutorial at v0.23.0, two Atlas 800 A2 (16 x 64 GiB): DP 4 x TP 4 with
+    --enable-expert-parallel (EP 16), --quantization ascend, --gpu-memory-utilization 0.92
+    (https://github.com/vllm-project/vllm-ascend/blob/v0.23.0/docs/source/tutorials/models/DeepSeek-R1.md#L269-L287)."""
+    args = dict(dtype="bfloat16", tensor_parallel_size=4, hbm_gib_per_npu=64, gpu_memory_utilization=0.92,
+                max_model_len=16384, max_num_seqs=16)
+    w8a8 = kc.plan(DEEPSEEK_V3, expert_parallel_size=16, quantization="ascend", **args)
+    bf16 = kc.plan(DEEPSEEK_V3, expert_parallel_size=16, **args)
+    assert w8a8["fits"] is True and bf16["fits"] is False
+    # routed experts 58 x 256 x 3 x 7168 x 2048 = 653.8e9 over 16 ranks, the rest over TP 4 (embeddings,
+    # lm_head, norms and routers at 2 bytes)
+    assert w8a8["weight_gib_per_npu"] == pytest.approx(43.3, abs=0.1)
+    assert bf16["weight_gib_per_npu"] == pytest.approx(85.5, abs=0.1)
+    assert w8a8["kv_bytes_per_token_per_npu"] == 70272
+    assert w8a8["kv_cache_tokens_per_npu"] == 207488
+    assert (w8a8["expert_parallel_size"], w8a8["quantization"]) == (16, "ascend")
+    # without expert parallelism each TP 4 rank would hold a quarter of every expert: no fit even in W8A8
+    assert kc.plan(DEEPSEEK_V3, quantization="ascend", **args)["fits"] is False
+    # one expert-parallel rank holds the whole model
+    assert kc.count_parameters(DEEPSEEK_V3, 1, 1) == kc.count_parameters(DEEPSEEK_V3)
+
+
+def test_quantization_is_checked():
+    with pytest.raises(kc.PlanError, match="quantization='w8a8'"):
+        kc.plan(DEEPSEEK_V3, hbm_gib_per_npu=64, max_model_len=4096, quantization="w8a8")
