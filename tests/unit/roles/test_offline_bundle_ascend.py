@@ -37,7 +37,11 @@ pytestmark = pytest.mark.skipif(not ENABLED, reason="downloads ~500 MB from PyPI
 with open(os.path.join(ROOT, "roles", "offline_bundle", "defaults", "main.yml"), encoding="utf-8") as _handle:
     DEFAULTS = yaml.safe_load(_handle)
 TARGET = DEFAULTS["offline_bundle_targets"][0]
-VLLM_ASCEND = os.environ.get("ASCENDAI_BUNDLE_VLLM_ASCEND") or DEFAULTS["offline_bundle_vllm_ascend_version"]
+# The release this stage bundles: v0.11.0, the oldest row whose whole aarch64 set PyPI holds as wheels (the
+# default release for manylinux_2_28, v0.18.0, adds the arctic-inference sdist that the emulated Kunpeng node would
+# have to compile under qemu). The default's choice is tested without downloading
+# (test_offline_bundle_preflight.py).
+VLLM_ASCEND = os.environ.get("ASCENDAI_BUNDLE_VLLM_ASCEND") or "0.11.0"
 BUNDLE = os.environ.get("ASCENDAI_BUNDLE_DIR") or os.path.join(ROOT, ".cache", "bundle-ascend")
 WHEELS = os.path.join(BUNDLE, "wheels", TARGET["name"])
 WORK = os.path.join(BUNDLE, ".work")

@@ -18,7 +18,6 @@ import subprocess
 import sys
 
 import pytest
-import yaml
 from ansible_collections.ascendai.vllm.plugins.module_utils import compat_matrix as cm
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
@@ -31,8 +30,9 @@ WHEELS = os.path.join(BUNDLE, "wheels", "aarch64")
 WHEELHOUSE = "/opt/ascendai/wheelhouse"
 VENV = "/opt/ascendai/venvs/vllm"
 
-with open(os.path.join(ROOT, "roles", "vllm", "defaults", "main.yml"), encoding="utf-8") as _handle:
-    VLLM_ASCEND = yaml.safe_load(_handle)["vllm_ascend_version"]
+# The release the bundle stage downloaded (tests/unit/roles/test_offline_bundle_ascend.py). The wheels are
+# bind-mounted on the node (vllm_wheelhouse_src empty), where the role cannot list them, so the play pins it.
+VLLM_ASCEND = os.environ.get("ASCENDAI_BUNDLE_VLLM_ASCEND") or "0.11.0"
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,8 @@ def converge(node, tmp_path):
         "name": "Kunpeng node, ascend flavour", "hosts": "all", "gather_facts": True,
         "roles": [
             {"role": "ascendai.vllm.python_runtime"},
-            {"role": "ascendai.vllm.vllm", "vllm_flavour": "ascend", "vllm_wheelhouse_src": "",
+            {"role": "ascendai.vllm.vllm", "vllm_flavour": "ascend", "vllm_ascend_version": VLLM_ASCEND,
+             "vllm_wheelhouse_src": "",
              "vllm_wheelhouse_dest": WHEELHOUSE,
              "vllm_pip_env": {"PIP_INDEX_URL": "http://192.0.2.1:9/simple", "PIP_TIMEOUT": "2", "PIP_RETRIES": "0"}},
         ],
