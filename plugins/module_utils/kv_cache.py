@@ -23,10 +23,11 @@ Parameter count (approximate, documented so a reader can check it):
 
 Per NPU with tensor parallelism ``tp`` (as vLLM shards): q, o, MLP/expert and vocabulary matrices are split by
 ``tp``; k/v projections are split by ``tp`` down to one KV head per rank (replicated beyond that); norms and,
-for MLA, ``q_a_proj``/``kv_a_proj_with_mqa`` and the router are replicated. With expert parallelism
-(``expert_parallel_size``: vLLM's ``--enable-expert-parallel`` makes it TP x DP) the routed experts are spread
-whole over the EP ranks instead of being split by ``tp``; attention, shared experts and dense layers stay split by
-``tp`` (https://github.com/vllm-project/vllm/blob/v0.23.0/vllm/model_executor/layers/fused_moe/config.py).
+for MLA, ``q_a_proj``/``kv_a_proj_with_mqa`` and the router are replicated. With data parallelism the routed experts
+are spread over ``expert_parallel_size`` = TP x DP ranks instead of ``tp``: vLLM flattens TP across DP for the MoE
+layers, and with ``--enable-expert-parallel`` each of those ranks holds whole experts (the same bytes per rank);
+attention, shared experts and dense layers stay split by ``tp``
+(https://github.com/vllm-project/vllm/blob/v0.32.0/vllm/model_executor/layers/fused_moe/config.py#L1189-L1221).
 
 W8A8 (``quantization="ascend"``, vllm-ascend's msModelSlim checkpoints): the projection and expert matrices take
 1 byte per weight; embeddings, ``lm_head``, norms and routers keep the dtype's size.

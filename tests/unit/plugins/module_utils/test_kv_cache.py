@@ -230,7 +230,7 @@ def test_r1_w8a8_with_expert_parallel_on_two_a2_nodes():
     assert w8a8["kv_bytes_per_token_per_npu"] == 70272
     assert w8a8["kv_cache_tokens_per_npu"] == 207488
     assert (w8a8["expert_parallel_size"], w8a8["quantization"]) == (16, "ascend")
-    # without expert parallelism each TP 4 rank would hold a quarter of every expert: no fit even in W8A8
+    # planned as one TP 4 instance (no DP: the experts split over 4 ranks, not 16), even W8A8 does not fit
     assert kc.plan(DEEPSEEK_V3, quantization="ascend", **args)["fits"] is False
     # one expert-parallel rank holds the whole model
     assert kc.count_parameters(DEEPSEEK_V3, 1, 1) == kc.count_parameters(DEEPSEEK_V3)
