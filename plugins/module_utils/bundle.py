@@ -321,9 +321,13 @@ def select(entries, files=(), prefix=None, where=MANIFEST_NAME, hint=""):
             raise BundleError("prefix must name a directory of the bundle, e.g. models/tiny-deepseek")
         below = [(p[len(top) + 1:], p, d) for p, d in entries.items() if p.startswith(top + "/")]
         if not below:
-            raise BundleError(f"{where} lists no files under {top}/. Put them in the bundle and add their lines "
-                              f"(cd BUNDLE && find {top} -type f -exec sha256sum {{}} + >> {MANIFEST_NAME}), or "
-                              f"rebuild the bundle with playbooks/download.yml. {hint}".strip())
+            parent = top.rsplit("/", 1)[0] + "/" if "/" in top else ""
+            known = sorted({p[len(parent):].split("/", 1)[0] for p in entries
+                            if p.startswith(parent) and "/" in p[len(parent):]})
+            raise BundleError(f"{where} lists no files under {top}/; directories in this bundle's "
+                              f"{parent or '/'}: {', '.join(known) or 'none'}. Put the files in the bundle and add "
+                              f"their lines (cd BUNDLE && find {top} -type f -exec sha256sum {{}} + >> "
+                              f"{MANIFEST_NAME}), or rebuild the bundle with playbooks/download.yml. {hint}".strip())
         for rel, path, digest in below:
             if seen.get(rel, path) != path:
                 raise BundleError(f"{seen[rel]} and {path} would both land in dest as {rel}")
@@ -335,18 +339,19 @@ def select(entries, files=(), prefix=None, where=MANIFEST_NAME, hint=""):
     return rows
 
 
-def verify_in_place(root, rows, where=None, hint=""):
+def verify_in_place(root, rows, where=None, hint="", said_by=MANIFEST_NAME):
     """Check the files of a bundle directory ``root`` against their sums (rows as :func:`select` returns them)
-    without copying anything; the message of a damaged or missing file names it and both sums."""
+    without copying anything; the message of a damaged or missing file names it and both sums (``said_by``: where
+    the expected sum comes from)."""
     bad = []
     for _rel, path, want in rows:
         full = os.path.join(root, path)
         if not os.path.isfile(full):
-            bad.append(f"{full}: no such file in the bundle ({where or root}) although {MANIFEST_NAME} lists it.")
+            bad.append(f"{full}: no such file in the bundle ({where or root}) although {said_by} lists it.")
             continue
         have = file_sha256(full)
         if have != want:
-            bad.append(f"{full}: sha256 {have}, but {MANIFEST_NAME} says {want}: the file is damaged or is not the "
+            bad.append(f"{full}: sha256 {have}, but {said_by} says {want}: the file is damaged or is not the "
                        "one the manifest was made for. Fetch it again.")
     if bad:
         raise BundleError(" ".join(bad + ([hint] if hint else [])))

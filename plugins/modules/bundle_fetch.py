@@ -9,8 +9,8 @@ module: bundle_fetch
 short_description: Fetch files of the offline bundle onto a host, checked against the bundle's MANIFEST.sha256
 version_added: 0.1.0
 description:
-  - The one way the collection's roles take files from the offline bundle (C(playbooks/download.yml)), that is the Huawei
-    driver, firmware and CANN packages (C(huawei/)), the CPython tarball (C(python/)) and the models
+  - The one way the collection's roles take files from the offline bundle (C(playbooks/download.yml)), that is
+    the Huawei driver, firmware and CANN packages (C(huawei/)), the CPython tarball (C(python/)) and the models
     (C(models/<name>/)). Every file is checked against the sha256 that the bundle's C(MANIFEST.sha256) lists.
   - O(src) is the bundle root as an C(http://) or C(https://) URL (any static web server) or as a directory on the
     host the module runs on (an NFS mount, a disk). Proxies come from C(http_proxy), C(https_proxy), C(no_proxy).
@@ -249,7 +249,8 @@ def run(p, check_mode):
     if not p["dest"]:
         if not isinstance(source, DirSource):
             raise BundleError("dest is required unless src is a directory whose files are checked in place")
-        verify_in_place(source.base, rows, where=where, hint=hint)
+        verify_in_place(source.base, rows, where=where, hint=hint,
+                        said_by="MANIFEST.sha256" if p["manifest_content"] is None else "the given manifest")
         return dict(common, changed=False, dest=os.path.abspath(source.base), files=[path for _r, path, _d in rows],
                     sha256={path: digest for _r, path, digest in rows}, present=[path for _r, path, _d in rows],
                     fetched=[], mismatched=[])
@@ -257,7 +258,7 @@ def run(p, check_mode):
         result = fetch_files(p["dest"], rows, source=source, label=p["prefix"] or "bundle files",
                              parallel=p["parallel"], retries=p["retries"], rehash=p["rehash"],
                              status_file=p["status_file"], check_mode=check_mode,
-                             manifest_label=where)
+                             manifest_label=(p["prefix"].strip("/") + "/") if p["prefix"] else "the selected files")
     except BundleError as exc:
         raise BundleError(f"{exc} {hint}".strip()) from None
     result.update(common)

@@ -148,7 +148,8 @@ def test_select_files_globs_and_prefix():
     assert bundle.select(entries, ["huawei/*-toolkit_*.run"]) == [(TOOLKIT.split("/")[1], TOOLKIT, "b" * 64)]
     assert bundle.select(entries, prefix="models/m/") == [("config.json", "models/m/config.json", "c" * 64),
                                                           ("d/x", "models/m/d/x", "d" * 64)]
-    with pytest.raises(bundle.BundleError, match="lists no files under models/n/"):
+    with pytest.raises(bundle.BundleError, match="lists no files under models/n/; directories in this bundle's "
+                                                 "models/: m, mm. Put"):
         bundle.select(entries, prefix="models/n")
     with pytest.raises(bundle.BundleError, match="both land in dest as config.json"):
         bundle.select(entries, ["models/m/config.json", "models/mm/config.json"])
