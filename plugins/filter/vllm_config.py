@@ -27,7 +27,7 @@ description:
     (a secret belongs in the 0600 environment file as C(VLLM_API_KEY)), on names unknown to the release (vLLM
     0.32 without O(vllm_version)) unless O(allow_unknown=true), and on values the release cannot read.
   - The rendered file must still be validated on the node against the installed vLLM
-    (C(roles/vllm_service/files/validate_config.py)), because options differ between vLLM releases.
+    (the M(ascendai.vllm.vllm_config_file) module), because options differ between vLLM releases.
 options:
   _input:
     description: Mapping of vLLM option names to values.

@@ -15,8 +15,8 @@ without a word, while ``enable-prefix-caching: false`` gives ``--no-enable-prefi
 
 Role variables use snake_case (``max_model_len``), like vLLM's ``EngineArgs`` field names.
 
-Pure stdlib; runs on the controller (filters) and is mirrored by the node-side script
-``roles/vllm_service/files/validate_config.py`` which validates against the installed vLLM's own parser.
+Pure stdlib on the controller (filters). On the node the ``vllm_config_file`` module runs it under the service venv's
+Python: ``vllm_serve_parser`` imports that vLLM's own parser and ``check_config_file`` reads the file with it.
 """
 
 from __future__ import annotations
@@ -359,8 +359,7 @@ def validate_with_parser(config, parser):
     if not isinstance(config, dict):
         return [f"the config must be a mapping, got {type(config).__name__}"]
     option_strings = getattr(parser, "_option_string_actions", {})
-    problems = [f"{key}: not an option of this vLLM (--{kebab(key)}){_removed_suffix(key)}"
-                for key in unknown_keys(config, option_strings)]
+    problems = _unknown_problems(config, option_strings)
     if problems:
         return problems
     argv = config_to_argv(config, has_option=lambda opt: opt in option_strings)
@@ -377,6 +376,131 @@ def validate_with_parser(config, parser):
     return problems
 
 
-def _removed_suffix(key):
-    message = removed_message(key)
+def _removed_suffix(key, vllm_version=None):
+    message = removed_message(key, vllm_version)
     return ("; " + message) if message else ""
+
+
+def _unknown_problems(config, option_strings, vllm_version=None):
+    """One problem per key that is not an exact option, with what to use instead when vLLM removed it."""
+    return [f"{key}: not an option of this vLLM (--{kebab(key)}){_removed_suffix(key, vllm_version)}"
+            for key in unknown_keys(config, option_strings)]
+
+
+# --- On the node, under the service venv's Python (the vllm_config_file module) ------------------------------------
+
+def vllm_serve_parser():
+    """``(serve options parser, parser that reads --config or None, validate function or None)`` of the vLLM that
+    this Python imports.
+
+    vLLM's CLI: ``ServeSubcommand().subparser_init`` under a top-level ``FlexibleArgumentParser``, as
+    ``vllm.entrypoints.cli.main`` builds it; under ``vllm serve`` the top-level parser reads ``--config``. A vLLM
+    without the CLI's serve module: the API server's flat parser (``make_arg_parser``), which reads it itself.
+    Raises ImportError (or whatever vLLM raises on import) when vLLM cannot be imported.
+    """
+    # pylint: disable=import-outside-toplevel,import-error
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:  # vLLM before the argparse_utils split (0.12)
+        from vllm.utils import FlexibleArgumentParser
+    try:
+        from vllm.entrypoints.cli.serve import ServeSubcommand
+    except ImportError:
+        ServeSubcommand = None  # pylint: disable=invalid-name
+    if ServeSubcommand is not None:
+        top = FlexibleArgumentParser(prog="vllm")
+        serve = ServeSubcommand().subparser_init(top.add_subparsers(dest="subparser"))
+        return serve, top, getattr(ServeSubcommand(), "validate", None)
+    try:
+        from vllm.entrypoints.launchers import cli_args  # vLLM 0.3x
+    except ImportError:
+        from vllm.entrypoints.openai import cli_args  # older vLLM
+    parser = cli_args.make_arg_parser(FlexibleArgumentParser(description="vLLM OpenAI-Compatible RESTful API server."))
+    return parser, None, getattr(cli_args, "validate_parsed_serve_args", None)
+
+
+def installed_vllm_version():
+    """``vllm.__version__`` of the vLLM this Python imports, or None."""
+    try:
+        from vllm import __version__  # pylint: disable=import-outside-toplevel,import-error
+    except ImportError:
+        return None
+    return __version__
+
+
+def long_options(parser):
+    """The ``dest`` names (snake_case) of a parser's long options."""
+    return sorted({action.dest for action in parser._actions  # pylint: disable=protected-access
+                   if any(o.startswith("--") for o in action.option_strings)})
+
+
+def lost_by_loader(config, parser, path):
+    """Keys that this vLLM's ``--config`` loader (``parser``'s) drops or passes in a form its parser cannot read."""
+    loader = getattr(parser, "load_config_file", None) or getattr(parser, "_load_config_file", None)
+    if loader is None:
+        return []
+    argv = loader(path)
+    problems = []
+    for key, value in config.items():
+        flag = "--" + str(key)
+        if flag not in argv and "--no-" + str(key) not in argv:
+            problems.append(f"{key}: {json.dumps(value)} is dropped by this vLLM's --config loader"
+                            + (f" (write no-{key}: true for --no-{key})" if value is False else ""))
+        elif isinstance(value, dict):
+            passed = argv[argv.index(flag) + 1]
+            try:
+                json.loads(passed)
+            except ValueError:
+                problems.append(f"{key}: this vLLM's --config loader passes the mapping as a Python repr "
+                                f"({passed}), which is not JSON; write the value as a JSON string")
+    return problems
+
+
+def check_config_file(path, parser, validate=None, top=None, vllm_version=None):
+    """Problems with the ``vllm serve --config`` file at ``path`` (an empty list when vLLM accepts it).
+
+    ``parser``: the parser holding the serve options; ``top``: vLLM's CLI parser with ``parser`` as its ``serve``
+    sub-parser (it reads the file under ``vllm serve``), or None for the API server's flat parser; ``validate``:
+    vLLM's check of the parsed arguments (``ServeSubcommand.validate``, ``validate_parsed_serve_args``) or None;
+    ``vllm_version``: the node's vLLM, for the removed-option hints. See ``vllm_serve_parser``.
+
+    The file goes through vLLM's own config loader as the service reads it (``["serve", MODEL, "--config", FILE]``,
+    or ``["--port=PORT", "--config", FILE]`` on the flat parser). Before that: every key must be an exact option
+    name (argparse would take ``enforce: true`` as an abbreviation of ``--enforce-eager``) and the loader must pass
+    every key on (it drops ``false`` under ``vllm serve``: write ``no-KEY: true``; up to vLLM 0.14 a mapping becomes
+    a Python repr: write it as a JSON string). Raises OSError when the file cannot be read and ImportError without
+    PyYAML.
+    """
+    import yaml  # pylint: disable=import-outside-toplevel  # vLLM depends on PyYAML: the node's venv has it
+
+    if not str(path).endswith((".yaml", ".yml")):
+        return [f"{path}: vLLM only reads --config files ending in .yaml or .yml"]
+    with open(path, encoding="utf-8") as handle:
+        try:
+            config = yaml.safe_load(handle)
+        except yaml.YAMLError as exc:
+            return [f"{path}: not valid YAML: {exc}"]
+    if not isinstance(config, dict):
+        return [f"{path}: the config must be a YAML mapping, got {type(config).__name__}"]
+    problems = _unknown_problems(config, parser._option_string_actions, vllm_version)  # pylint: disable=protected-access
+    if problems:
+        return problems
+    problems = lost_by_loader(config, top if top is not None else parser, path)
+    if problems:
+        return problems
+    stderr = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(stderr):
+            if top is not None:
+                args = top.parse_args(["serve", str(config.get("model", "model")), "--config", str(path)])
+            else:
+                args = parser.parse_args([f"--port={config.get('port', 8000)}", "--config", str(path)])
+            if validate is not None:
+                validate(args)
+    except SystemExit:
+        lines = [line for line in stderr.getvalue().splitlines() if line.strip()]
+        problems.append(lines[-1] if lines else "vLLM's argument parser rejected the file")
+    except Exception as exc:  # noqa: BLE001  # pylint: disable=broad-except
+        # vLLM raises ValueError/TypeError/AssertionError from its own parse_args hooks and validate.
+        problems.append(f"{type(exc).__name__}: {exc}")
+    return problems

