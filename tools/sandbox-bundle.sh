@@ -6,8 +6,9 @@
 #   tools/sandbox-bundle.sh              build what is missing or stale, merge the manifest
 #   BUNDLE_DIR=/tmp/b ARCH=aarch64 tools/sandbox-bundle.sh
 #
-# The manifest is shared with roles/offline_bundle (wheels, python, models): only the lines of the
-# files this script writes are replaced; every other line is kept as it is. The packages are rebuilt
+# The manifest is shared with roles/offline_bundle (wheels, python, models) and tools/sandbox-model.sh: only the
+# lines of the files this script writes are replaced (roles/offline_bundle/files/bundle_tools.py update-manifest,
+# under the manifest lock); every other line is kept as it is. The packages are rebuilt
 # only when the simulator's sources change (a stamp holds their hash), so their sums stay stable.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -54,22 +55,9 @@ else
   log "simulated packages for $ARCH up to date in $BUNDLE/huawei"
 fi
 
-# Merge: drop the old lines of our files, add their current sums, keep everything else, sort by path.
-manifest="$BUNDLE/MANIFEST.sha256"
-tmp=$(mktemp "$BUNDLE/.MANIFEST.XXXXXX")
-trap 'rm -f "$tmp"' EXIT
-{
-  if [[ -f $manifest ]]; then
-    awk -v list="$(printf 'huawei/%s\n' "${files[@]}")" '
-      BEGIN { n = split(list, names, "\n"); for (i = 1; i <= n; i++) ours[names[i]] = 1 }
-      { path = substr($0, index($0, "  ") + 2); if (!(path in ours)) print }' "$manifest"
-  fi
-  (cd "$BUNDLE" && for f in "${files[@]}"; do sha256sum "huawei/$f"; done)
-} | LC_ALL=C sort -t " " -k 3 > "$tmp"
-if [[ -f $manifest ]] && cmp -s "$tmp" "$manifest"; then
-  log "MANIFEST.sha256 unchanged"
-else
-  mv "$tmp" "$manifest"
-  chmod 0644 "$manifest"
-  log "MANIFEST.sha256 updated ($(wc -l < "$manifest") lines)"
-fi
+# Merge our files' lines into the manifest through the collection's one writer (plugins/module_utils/bundle.py,
+# under <bundle>/.work/manifest.lock): their old lines replaced, every other line kept, sorted by path.
+paths=()
+for f in "${files[@]}"; do paths+=(--path "huawei/$f"); done
+merged=$("$PY" "$ROOT/roles/offline_bundle/files/bundle_tools.py" update-manifest "$BUNDLE" "${paths[@]}")
+log "$merged"

@@ -7,7 +7,8 @@
 #   BUNDLE_DIR=/tmp/b MODEL_NAME=tiny tools/sandbox-model.sh
 #
 # The manifest is shared with roles/offline_bundle and tools/sandbox-bundle.sh: only the lines under
-# models/<name>/ are replaced; every other line is kept. The model is regenerated only when the generator
+# models/<name>/ are replaced (roles/offline_bundle/files/bundle_tools.py update-manifest, under the manifest lock);
+# every other line is kept. The model is regenerated only when the generator
 # (or the safetensors writer it uses) changes: a stamp holds their hash, so the sums stay stable.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -39,31 +40,16 @@ else
   rm -rf "$dest.old"
   [[ -e $dest ]] && mv "$dest" "$dest.old"
   mv "$work/$NAME" "$dest"
+  rmdir "$work"   # now, not in the EXIT trap: the exec below for the second model skips it
   rm -rf "$dest.old"
   echo "$gen_hash" > "$stamp"
   log "generated $dest ($(du -sh "$dest" | cut -f1))"
 fi
 
-# Merge under a lock (other tools update the same manifest): drop the old lines of models/<name>/, add
-# the current sums, keep everything else, sort by path.
-manifest="$BUNDLE/MANIFEST.sha256"
-exec 9>"$BUNDLE/.work/manifest.lock"
-flock 9
-tmp=$(mktemp "$BUNDLE/.MANIFEST.XXXXXX")
-trap 'rm -f "$tmp"; rm -rf "${work:-}"' EXIT
-{
-  if [[ -f $manifest ]]; then
-    awk -v prefix="models/$NAME/" '{ path = substr($0, index($0, "  ") + 2); if (index(path, prefix) != 1) print }' \
-      "$manifest"
-  fi
-  (cd "$BUNDLE" && find "models/$NAME" -type f ! -name '.*' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
-} | LC_ALL=C sort -t " " -k 3 > "$tmp"
-if [[ -f $manifest ]] && cmp -s "$tmp" "$manifest"; then
-  log "MANIFEST.sha256 unchanged"
-else
-  mv "$tmp" "$manifest"
-  chmod 0644 "$manifest"
-  log "MANIFEST.sha256 updated ($(grep -c " models/$NAME/" "$manifest") lines for models/$NAME/, $(wc -l < "$manifest") in all)"
-fi
+# Replace the lines of models/<name>/ in the manifest through the collection's one writer
+# (plugins/module_utils/bundle.py, under <bundle>/.work/manifest.lock): files gone from the folder leave it, every
+# other line is kept, sorted by path.
+merged=$("$PY" "$ROOT/roles/offline_bundle/files/bundle_tools.py" update-manifest "$BUNDLE" --prefix "models/$NAME")
+log "$merged"
 # Without MODEL_NAME: the tiny DeepSeek-V3-architecture model goes in beside the DeepSeek-LLM one (8 MB).
 [[ -n ${MODEL_NAME:-} ]] || MODEL_NAME=tiny-deepseek-v3 exec "$0" "$@"

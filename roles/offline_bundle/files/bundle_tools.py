@@ -6,11 +6,19 @@
     bundle_tools.py sdist-build-requirements SDIST    any sdist's [build-system] requires (resolved apart: vLLM
                                                       0.23.0 builds against torch 2.11.0, vllm-ascend runs 2.10.0)
     bundle_tools.py manifest DIR                      "sha256  relative/path" of every file under DIR (no dot folders)
+    bundle_tools.py write-manifest DIR                write DIR/MANIFEST.sha256 of every file under DIR (stale lines go)
+    bundle_tools.py update-manifest DIR [--path FILE]... [--prefix FOLDER]...
+                                                      merge the lines of these files and folders (relative to DIR) into
+                                                      DIR/MANIFEST.sha256, replacing their old lines; keep every other
+
+The manifest is read and written by the collection's one implementation, plugins/module_utils/bundle.py (imported
+by path: it is standard library only), under its lock DIR/.work/manifest.lock, so the role, tools/sandbox-bundle.sh
+and tools/sandbox-model.sh cannot lose each other's lines.
 """
 
 from __future__ import annotations
 
-import hashlib
+import importlib.util
 import os
 import posixpath
 import re
@@ -23,6 +31,24 @@ except ImportError:  # Python < 3.11
     tomllib = None
 
 MANIFEST = "MANIFEST.sha256"
+# roles/offline_bundle/files/ -> the collection's plugins/module_utils/bundle.py (a checkout or an installed collection)
+BUNDLE_PY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "plugins", "module_utils",
+                         "bundle.py")
+_BUNDLE = []
+
+
+def bundle_module():
+    """plugins/module_utils/bundle.py, imported by path (this script runs outside Ansible)."""
+    if not _BUNDLE:
+        path = os.path.normpath(BUNDLE_PY)
+        if not os.path.isfile(path):
+            raise SystemExit(f"bundle_tools.py: {path} is missing; run this script from the ascendai.vllm collection "
+                             f"(a checkout or ansible-galaxy collection install), not a copy of roles/offline_bundle")
+        spec = importlib.util.spec_from_file_location("ascendai_vllm_bundle", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _BUNDLE.append(module)
+    return _BUNDLE[0]
 # Requirement files of the sdist that hold vLLM's runtime dependencies (vLLM >= 0.9: requirements/common.txt).
 RUNTIME_FILES = ("requirements/common.txt", "requirements-common.txt")
 
@@ -103,31 +129,54 @@ def sdist_requirements(path, build=False):
 
 
 def manifest(directory):
-    """Sorted ``sha256  path`` lines (sha256sum format) of every file under ``directory`` except the manifest."""
-    rows = []
-    for dirpath, dirnames, filenames in os.walk(directory):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for name in filenames:
-            full = os.path.join(dirpath, name)
-            rel = os.path.relpath(full, directory).replace(os.sep, "/")
-            if rel == MANIFEST or not os.path.isfile(full):
-                continue
-            digest = hashlib.sha256()
-            with open(full, "rb") as handle:
-                for chunk in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(chunk)
-            rows.append(f"{digest.hexdigest()}  {rel}")
-    return sorted(rows, key=lambda row: row.split("  ", 1)[1])
+    """Sorted ``sha256  path`` lines (sha256sum format) of every file under ``directory`` except the manifest and
+    dot files and folders."""
+    bundle = bundle_module()
+    return bundle.format_manifest(bundle.tree_entries(directory)).splitlines()
+
+
+def write_manifest(directory):
+    """Write ``directory``/MANIFEST.sha256 from the files there (every file hashed again, stale lines dropped),
+    under the manifest lock. One line: ``changed`` or ``unchanged``, and the number of files."""
+    bundle = bundle_module()
+    with bundle.manifest_lock(directory):
+        entries = bundle.tree_entries(directory)
+        changed = bundle.write_manifest(directory, entries)
+    return [f"{'changed' if changed else 'unchanged'} {MANIFEST} ({len(entries)} files)"]
+
+
+def update_manifest(directory, args):
+    """Merge the lines of ``--path FILE`` and ``--prefix FOLDER`` (relative to ``directory``) into its manifest,
+    under the manifest lock. One line: ``changed`` or ``unchanged``, this update's lines and the manifest's."""
+    paths, prefixes = [], []
+    if len(args) % 2 or not args:
+        raise SystemExit("update-manifest DIR needs --path FILE or --prefix FOLDER pairs")
+    for flag, value in zip(args[::2], args[1::2]):
+        if flag not in ("--path", "--prefix"):
+            raise SystemExit(f"update-manifest: unknown option {flag} (use --path FILE or --prefix FOLDER)")
+        (paths if flag == "--path" else prefixes).append(value)
+    bundle = bundle_module()
+    try:
+        result = bundle.update_manifest(directory, paths=paths, prefixes=prefixes)
+    except bundle.BundleError as exc:
+        raise SystemExit(f"update-manifest: {exc}") from None
+    what = ", ".join([f"{len(paths)} files"] * bool(paths) + [f"{prefix}/" for prefix in prefixes])
+    return [f"{'changed' if result['changed'] else 'unchanged'} {MANIFEST} ({len(result['entries'])} lines for "
+            f"{what}; {result['lines']} in all)"]
 
 
 def main(argv):
     commands = {"sdist-requirements": sdist_requirements,
                 "sdist-build-requirements": lambda path: sdist_requirements(path, build=True),
-                "manifest": manifest}
-    if len(argv) != 3 or argv[1] not in commands:
+                "manifest": manifest,
+                "write-manifest": write_manifest}
+    if len(argv) >= 3 and argv[1] == "update-manifest":
+        lines = update_manifest(argv[2], argv[3:])
+    elif len(argv) != 3 or argv[1] not in commands:
         sys.stderr.write(__doc__)
         return 2
-    lines = commands[argv[1]](argv[2])
+    else:
+        lines = commands[argv[1]](argv[2])
     sys.stdout.write("".join(line + "\n" for line in lines))
     return 0
 

@@ -146,3 +146,58 @@ def test_manifest_matches_sha256sum(tmp_path):
     check = subprocess.run(["sha256sum", "-c", "MANIFEST.sha256"], cwd=tmp_path, capture_output=True, text=True,
                            check=False)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def sums_of(root, paths):
+    return {path: hashlib.sha256((root / path).read_bytes()).hexdigest() for path in paths}
+
+
+def manifest_lines(root):
+    return (root / "MANIFEST.sha256").read_text().splitlines()
+
+
+def test_write_manifest_lists_the_tree_and_drops_stale_lines(tmp_path):
+    """The role's manifest task: every file, dot files and folders left out, lines of removed files dropped."""
+    (tmp_path / "wheels" / "x86_64").mkdir(parents=True)
+    (tmp_path / "wheels" / "x86_64" / "a-1.0-py3-none-any.whl").write_bytes(b"wheel")
+    (tmp_path / "wheels" / "x86_64" / ".partial").write_bytes(b"x")
+    (tmp_path / ".work").mkdir()
+    (tmp_path / ".work" / "reqs.in").write_text("skipped\n")
+    (tmp_path / "MANIFEST.sha256").write_text(f"{'0' * 64}  huawei/gone.run\n")
+    run = [sys.executable, SCRIPT, "write-manifest", str(tmp_path)]
+    first = subprocess.run(run, capture_output=True, text=True, check=True).stdout
+    assert first == "changed MANIFEST.sha256 (1 files)\n"
+    assert manifest_lines(tmp_path) == [f"{hashlib.sha256(b'wheel').hexdigest()}  wheels/x86_64/a-1.0-py3-none-any.whl"]
+    assert (tmp_path / ".work" / "manifest.lock").exists()  # written under the lock every writer takes
+    again = subprocess.run(run, capture_output=True, text=True, check=True).stdout
+    assert again == "unchanged MANIFEST.sha256 (1 files)\n"
+
+
+def test_update_manifest_replaces_only_the_lines_of_its_files_and_folders(tmp_path):
+    for path in ("models/tiny/config.json", "models/tiny/old.bin", "huawei/a.run", "wheels/x/w.whl"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(path)
+    before = sums_of(tmp_path, ["models/tiny/config.json", "models/tiny/old.bin", "wheels/x/w.whl"])
+    before["huawei/a.run"] = "f" * 64  # stale: replaced
+    (tmp_path / "MANIFEST.sha256").write_text("".join(f"{d}  {p}\n" for p, d in sorted(before.items())))
+    (tmp_path / "models" / "tiny" / "old.bin").unlink()  # gone from the folder: its line goes
+    (tmp_path / "models" / "tiny" / "model.safetensors").write_text("new")
+    out = subprocess.run([sys.executable, SCRIPT, "update-manifest", str(tmp_path), "--path", "huawei/a.run",
+                          "--prefix", "models/tiny"], capture_output=True, text=True, check=True).stdout
+    assert out == "changed MANIFEST.sha256 (3 lines for 1 files, models/tiny/; 4 in all)\n"
+    want = sums_of(tmp_path, ["huawei/a.run", "models/tiny/config.json", "models/tiny/model.safetensors"])
+    want["wheels/x/w.whl"] = before["wheels/x/w.whl"]
+    assert manifest_lines(tmp_path) == [f"{d}  {p}" for p, d in sorted(want.items())]
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "needs --path FILE or --prefix FOLDER"),
+    (["--file", "a"], "unknown option --file"),
+    (["--path", "huawei/missing.run"], "huawei/missing.run: no such file"),
+    (["--path", "../etc/passwd"], "not a plain relative path"),
+])
+def test_update_manifest_refuses_bad_arguments(tmp_path, args, message):
+    out = subprocess.run([sys.executable, SCRIPT, "update-manifest", str(tmp_path)] + args, capture_output=True,
+                         text=True, check=False)
+    assert out.returncode != 0 and message in out.stderr, out.stderr
+    assert not (tmp_path / "MANIFEST.sha256").exists()
