@@ -2,7 +2,10 @@
 # The test command: everything CI runs, in order, failing on the first failure.
 #
 #   tools/test.sh            all stages
-#   tools/test.sh STAGE...   only these stages: host lint units sanity ansible-lint build bundle kunpeng molecule
+#   tools/test.sh STAGE...   only these stages: host lint units sanity ansible-lint build controller14 bundle kunpeng
+#                            molecule
+#                            (controller14: the newest ansible in a Debian 13 container; its SSH/AWX run is the
+#                            Molecule scenario controller14)
 #                            (host: the Debian packages later stages use, the one stage that runs apt)
 #
 # Sets up what it needs on a fresh machine: the venv (tools/bootstrap.sh), a Docker engine and
@@ -12,7 +15,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 stages=("$@")
-[[ ${#stages[@]} -gt 0 ]] || stages=(host lint units sanity ansible-lint build bundle kunpeng molecule)
+[[ ${#stages[@]} -gt 0 ]] || stages=(host lint units sanity ansible-lint build controller14 bundle kunpeng molecule)
 banner() { printf '\n===== %s =====\n' "$*"; }
 
 tools/bootstrap.sh
@@ -116,6 +119,17 @@ stage_build() {
   [[ -s build/dist/plugins.txt ]] || { echo "ansible-doc lists no plugins of ascendai.vllm"; return 1; }
 }
 
+stage_controller14() {
+  banner "the newest controller: ansible 14 on Debian 13's Python 3.13 (syntax, ansible-lint, units, sanity)"
+  # The image (debootstrap, cached by a hash of its recipe) and awx.awx from the offline bundle's artifact;
+  # the checks run in a container with this checkout read-only (tools/controller14.sh). The SSH and AWX
+  # run against a node is the Molecule scenario controller14.
+  local image
+  image=$(tools/sandbox-host.sh controller | sed -n 's/^CONTROLLER_IMAGE=//p')
+  tools/awx-collection.sh
+  docker run --rm -v "$ROOT:/src:ro" -v "$ROOT/.cache/awx:/awx:ro" "$image" bash /src/tools/controller14.sh checks
+}
+
 stage_bundle() {
   banner "ascend offline bundle for aarch64 (download.yml, from PyPI)"
   # The default vllm-ascend row's aarch64 wheels (~500 MB) into .cache/bundle-ascend, then the checks of
@@ -179,6 +193,7 @@ for s in "${stages[@]}"; do
     sanity) stage_sanity ;;
     ansible-lint) stage_ansible_lint ;;
     build) stage_build ;;
+    controller14) stage_controller14 ;;
     bundle) stage_bundle ;;
     kunpeng) stage_kunpeng ;;
     molecule) stage_molecule ;;

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Runs INSIDE the newest controller (ansible 14.5.0 = ansible-core 2.21.5 on Debian 13's Python 3.13, the image
+# of `tools/sandbox-host.sh controller`), with this checkout mounted read-only at /src and the awx.awx artifact
+# (roles/offline_bundle/files/awx_collection.py) in /awx. Called by tools/test.sh's controller14 stage and the
+# Molecule scenario molecule/controller14.
+#
+#   tools/controller14.sh checks        ansible-lint, every playbook's syntax check, the unit subset, sanity
+#   tools/controller14.sh awx NODE GW   the AWX job templates through ansible-runner over SSH to NODE (an
+#                                       address), as user `ansible` with become and pipelining; GW: the address
+#                                       where the node reaches the bundle server (the Docker bridge's gateway)
+set -euo pipefail
+SRC=${SRC:-/src}
+WORK=/tmp/ascendai.vllm
+AWX_ARTIFACTS=${AWX_ARTIFACTS:-/awx}
+export ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 NO_COLOR=1
+banner() { printf '\n===== controller14: %s =====\n' "$*"; }
+
+# The checkout's files that git knows (tracked, or new and not ignored), into a writable copy.
+git config --global --add safe.directory '*'
+rm -rf "$WORK" && mkdir -p "$WORK"
+(cd "$SRC" && git ls-files -co --exclude-standard -z | tar --null --ignore-failed-read -T - -c 2>/dev/null) |
+  tar -x -C "$WORK"
+cd "$WORK"
+ansible --version | head -1
+python3 --version
+
+# The collection from its own tarball, and awx.awx from the offline bundle's artifact, as a project sync
+# installs collections/requirements.yml; everything else comes from the ansible 14 package.
+COLLECTIONS=/tmp/collections
+rm -rf "$COLLECTIONS" /tmp/dist
+ansible-galaxy collection build --output-path /tmp/dist . >/dev/null
+ansible-galaxy collection install --offline --no-deps -p "$COLLECTIONS" /tmp/dist/ascendai-vllm-*.tar.gz \
+    "$AWX_ARTIFACTS"/awx-awx-*.tar.gz >/dev/null
+ANSIBLE_COLLECTIONS_PATH=$COLLECTIONS ansible-galaxy collection list awx.awx 2>/dev/null | tail -1
+
+checks() {
+  # The checkout itself for lint and syntax (as tools/bootstrap.sh's symlink tree), awx.awx from the bundle.
+  mkdir -p .cache/collections/ansible_collections/ascendai
+  ln -sfn "$WORK" .cache/collections/ansible_collections/ascendai/vllm
+  mkdir -p /tmp/awx-only/ansible_collections && cp -a "$COLLECTIONS/ansible_collections/awx" /tmp/awx-only/ansible_collections/
+  export ANSIBLE_COLLECTIONS_PATH=$WORK/.cache/collections:/tmp/awx-only
+
+  banner "syntax check of every playbook"
+  local pb
+  for pb in site.yml playbooks/*.yml playbooks/awx/configure.yml playbooks/awx/preflight.yml \
+            playbooks/awx/deploy_k8s.yml; do
+    ansible-playbook --syntax-check -i inventories/sandbox "$pb" >/dev/null || { echo "syntax check failed: $pb"; return 1; }
+    echo "syntax ok: $pb"
+  done
+
+  banner "ansible-lint --profile production"
+  ansible-lint --profile production --offline
+
+  banner "unit tests (subset)"
+  # The plugins (the code that runs under ansible-core 2.21 on the controller and the node), the AWX data,
+  # the sanity ignore files and the source rules. The roles' tests build vLLM venvs and the tools' tests need
+  # torch: they exercise no controller code that site.yml over SSH does not run here too.
+  python3 -m pytest -q -p no:cacheprovider tests/unit/plugins tests/unit/awx tests/unit/test_sanity_ignores.py \
+      tests/unit/test_sources_in_project.py tests/unit/tools/test_gen_role_docs.py
+
+  banner "ansible-test sanity (ansible-core $(python3 -c 'import ansible; print(ansible.__version__)'))"
+  local tree=/tmp/act/ansible_collections/ascendai/vllm at v
+  rm -rf /tmp/act && mkdir -p "$tree"
+  git ls-files -co --exclude-standard -z -- . ':!tests/unit/fixtures' ':!tests/simulator' ':!tests/tools' \
+      ':!benchmarks' ':!tools' ':!.cache' |
+    xargs -0 -I{} sh -c 'if [ -e "$1" ] || [ -L "$1" ]; then cp --parents -P "$1" "$2/"; fi' _ {} "$tree"
+  (cd "$tree" && git init -q && git add -A >/dev/null)
+  # The pip bootstrap stand-in for every pip version this ansible-test asks for (as tools/test.sh sanity).
+  mkdir -p ~/.ansible/test/cache
+  at=$(python3 -c 'import ansible_test, os; print(os.path.dirname(ansible_test.__file__))')
+  for v in $( { grep -rhoE "^pip==[0-9.]+" "$at/_data/requirements/" | cut -d= -f3
+               grep -hoE "pip='[0-9.]+'" "$at/_internal/python_requirements.py" | cut -d"'" -f2; } | sort -u); do
+    cp tools/ansible-test/get_pip.py ~/.ansible/test/cache/get_pip_${v//./_}.py
+  done
+  (cd "$tree" && ansible-test sanity --python "$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
+     --requirements --color no)
+}
+
+awx_jobs() {
+  local node=$1 gateway=$2 inv=/tmp/awx-inventory
+  # Host key checking stays on: the node's key goes into known_hosts first, as an operator does.
+  mkdir -p ~/.ssh && chmod 0700 ~/.ssh
+  ssh-keyscan -T 10 "$node" 2>/dev/null > ~/.ssh/known_hosts
+  [[ -s ~/.ssh/known_hosts ]] || { echo "no SSH host key from $node"; return 1; }
+  # The AWX inventory: the node and the sandbox's group variables.
+  rm -rf "$inv" && mkdir -p "$inv/group_vars"
+  cp inventories/sandbox/group_vars/ascend.yml "$inv/group_vars/ascend.yml"
+  printf 'all:\n  children:\n    ascend:\n      hosts:\n        atlas-sim-controller14:\n          ansible_host: %s\n          ansible_python_interpreter: /usr/bin/python3\n' \
+      "$node" > "$inv/hosts.yml"
+  local job=(python3 tests/tools/awx_job.py --inventory "$inv" --collections "$COLLECTIONS" --ssh-key /ssh/id_ed25519
+             --user ansible)
+  # The survey answers an operator gives for the sandbox: the CPU flavour, and the sandbox bundle's wheelhouse
+  # (the survey's "" default would override the inventory's).
+  local install_answers
+  install_answers=$(printf '{"vllm_flavour": "cpu", "vllm_wheelhouse_url": "http://%s:18770/wheels/%s/"}' "$gateway" "$(uname -m)")
+
+  banner "AWX job: install the stack (site.yml), fresh node, over SSH as ansible with become and pipelining"
+  "${job[@]}" --stage install --answers "$install_answers"
+  banner "AWX job: install the stack again: changed=0"
+  "${job[@]}" --stage install --answers "$install_answers" --expect-changed 0
+  banner "AWX job: preflight (after the driver is in: npu-smi comes with it)"
+  "${job[@]}" --stage preflight --expect-changed 0
+  banner "AWX job: deploy the model (Kubernetes), rendering only: no cluster here"
+  "${job[@]}" --stage deploy --override k8s_manifests_apply=false
+}
+
+case ${1:-} in
+  checks) checks ;;
+  awx) awx_jobs "${2:?node address}" "${3:?bundle server address}" ;;
+  *) echo "usage: $0 checks | awx NODE GATEWAY" >&2; exit 2 ;;
+esac
