@@ -6,7 +6,7 @@ specs match their defaults.
 The benchmark's settings were play ``vars`` of bench.yml, which outrank inventory group_vars and host_vars, so
 ``bench_requests: 3`` in group_vars/ascend.yml was silently replaced by the play's 50. They are now the defaults of
 the ``ascendai.vllm.bench`` role, the lowest precedence: inventory wins, ``-e`` still wins over both.
-The service is tests/unit/plugins/module_utils/fake_vllm.py; ``bench_vllm_serve: false`` (no vLLM on this machine).
+The service is tests/unit/plugins/test_support/fake_vllm.py; ``bench_vllm_serve: false`` (no vLLM on this machine).
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ import sys
 import pytest
 import yaml
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "plugins", "module_utils"))
-from fake_vllm import FakeVllm  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.ascendai.vllm.tests.unit.plugins.test_support.fake_vllm import FakeVllm
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
@@ -84,7 +83,7 @@ def test_bench_playbook_is_a_thin_wrapper():
     assert [r if isinstance(r, str) else r["role"] for r in plays[0]["roles"]] == ["ascendai.vllm.bench"]
 
 
-@pytest.mark.parametrize("role", ["bench"])
+@pytest.mark.parametrize("role", ["bench", "preflight"])
 def test_argument_spec_matches_the_defaults(role):
     with open(os.path.join(ROOT, "roles", role, "defaults", "main.yml"), encoding="utf-8") as handle:
         defaults = yaml.safe_load(handle)

@@ -1,0 +1,54 @@
+# Copyright: ascendai.vllm contributors
+# Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: preflight_table
+short_description: The preflight table, its header line followed by each host's line
+version_added: 0.1.0
+author:
+  - ascendai.vllm contributors (@ascendai)
+description:
+  - Puts the column header (host, arch, mem GiB, free GB, NPUs, driver / firmware, CANN toolkit / kernels / nnal,
+    problems) above the hosts' lines that P(ascendai.vllm.preflight_report#filter) returns as C(row).
+options:
+  _input:
+    description: The hosts' lines.
+    type: list
+    elements: str
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Print what will be done on each host
+  ansible.builtin.debug:
+    msg: >-
+      {{ ansible_play_hosts | map('extract', hostvars, ['_preflight_report', 'row'])
+         | ascendai.vllm.preflight_table }}
+  run_once: true
+"""
+
+RETURN = r"""
+_value:
+  description: The header line, then the input lines.
+  type: list
+  elements: str
+"""
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.ascendai.vllm.plugins.module_utils.preflight import table
+
+
+def preflight_table(rows):
+    """``[header] + rows``."""
+    if isinstance(rows, (str, dict)) or not hasattr(rows, "__iter__"):
+        raise AnsibleFilterError(f"preflight_table: the input must be the list of host lines, got {rows!r}")
+    return table(list(rows))
+
+
+class FilterModule:  # pylint: disable=too-few-public-methods
+    """ascendai.vllm.preflight_table."""
+
+    def filters(self):
+        return {"preflight_table": preflight_table}
