@@ -10,8 +10,7 @@ import os
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "plugins", "module_utils"))
-from fake_vllm import FakeVllm  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.ascendai.vllm.tests.unit.plugins.test_support.fake_vllm import FakeVllm
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")

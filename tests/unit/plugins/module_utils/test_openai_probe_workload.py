@@ -10,7 +10,7 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.openai_probe import 
     random_token_prompts,
     run_probe,
 )
-from fake_vllm import FakeVllm
+from ansible_collections.ascendai.vllm.tests.unit.plugins.test_support.fake_vllm import FakeVllm
 
 
 @pytest.fixture

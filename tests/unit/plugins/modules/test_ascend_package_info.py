@@ -8,20 +8,13 @@ import sys
 import tempfile
 
 import pytest
-from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.ascendai.vllm.plugins.modules import ascend_package_info
+from ansible_collections.ascendai.vllm.tests.unit.plugins.test_support.module_harness import (
+    AnsibleExitJson, AnsibleFailJson, patch_exits)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 BUILD = os.path.join(ROOT, "tests", "simulator", "build_installers.py")
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
 
 
 @pytest.fixture(scope="module")
@@ -38,18 +31,11 @@ def pkgs(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def patched(monkeypatch):
-    def exit_json(self, **kwargs):
-        raise ExitJson(kwargs)
-
-    def fail_json(self, **kwargs):
-        raise FailJson(kwargs)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+    patch_exits(monkeypatch)
 
 
 def run(args):
-    with patch_module_args(args), pytest.raises((ExitJson, FailJson)) as exc:
+    with patch_module_args(args), pytest.raises((AnsibleExitJson, AnsibleFailJson)) as exc:
         ascend_package_info.main()
     return exc.type, exc.value.args[0]
 
@@ -66,7 +52,7 @@ def test_fresh_node_plans_a_full_install(pkgs, tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     kind, res = run({"kind": "driver", "package": pkgs["n+1"]["driver"], "version": "25.2.0",
                      "install_path": str(tmp_path)})
-    assert kind is ExitJson, res
+    assert kind is AnsibleExitJson, res
     assert res["action"] == "full" and res["changed"] is False
     assert res["installed"] == {"version": None, "file": None, "info": {}}
     assert res["package"]["version"] == "25.2.0"
@@ -83,14 +69,14 @@ def test_installed_versions(pkgs, tmp_path, installed, allow, action):
     install_driver(str(tmp_path), installed)
     kind, res = run({"kind": "driver", "package": pkgs["n+1"]["driver"], "install_path": str(tmp_path),
                      "allow_downgrade": allow})
-    assert kind is ExitJson, res
+    assert kind is AnsibleExitJson, res
     assert (res["installed"]["version"], res["wanted"], res["action"]) == (installed, "25.2.0", action)
     assert res["installed"]["file"] == os.path.join(str(tmp_path), "driver", "version.info")
 
 
 def test_firmware_ranges_read_from_the_package(pkgs, tmp_path):
     kind, res = run({"kind": "firmware", "package": pkgs["n"]["firmware"], "install_path": str(tmp_path)})
-    assert kind is ExitJson, res
+    assert kind is AnsibleExitJson, res
     assert res["package"]["version"] == "7.5.0.1.129"
     assert res["package"]["info"]["compatible_version_drv"] == \
         "[24.1.rc1,24.1.rc3.],[24.1.0,24.1.0.],[25.0.rc1,25.2.0.]"
@@ -103,7 +89,7 @@ def test_toolkit_installed_layout(pkgs, tmp_path):
     os.symlink("8.2.RC1", str(tmp_path / "ascend-toolkit" / "latest"))
     kind, res = run({"kind": "toolkit", "package": pkgs["n+1"]["toolkit"], "install_path": str(tmp_path),
                      "arch": "x86_64"})
-    assert kind is ExitJson, res
+    assert kind is AnsibleExitJson, res
     assert (res["installed"]["version"], res["package"]["version"], res["action"]) == ("8.2.RC1", "8.3.RC2", "upgrade")
     assert res["package"]["info"]["compatible_version"].startswith("[V100R001C15]")
 
@@ -113,7 +99,7 @@ def test_tampered_package_fails_its_own_check(pkgs, tmp_path):
     bad = tmp_path / os.path.basename(pkgs["n+1"]["driver"])
     bad.write_text(text[:-20] + ("A" if text[-20] != "A" else "B") + text[-19:])
     kind, res = run({"kind": "driver", "package": str(bad), "install_path": str(tmp_path)})
-    assert kind is FailJson
+    assert kind is AnsibleFailJson
     assert "failed its own integrity check (--check, rc 1)" in res["msg"]
     assert "Error in SHA256 checksums" in res["msg"]
 
@@ -121,22 +107,22 @@ def test_tampered_package_fails_its_own_check(pkgs, tmp_path):
 def test_wrong_version_and_missing_package(pkgs, tmp_path):
     kind, res = run({"kind": "driver", "package": pkgs["n"]["driver"], "version": "25.2.0",
                      "install_path": str(tmp_path)})
-    assert kind is FailJson and "holds driver 24.1.rc3, not the wanted 25.2.0" in res["msg"]
+    assert kind is AnsibleFailJson and "holds driver 24.1.rc3, not the wanted 25.2.0" in res["msg"]
     kind, res = run({"kind": "driver", "package": str(tmp_path / "nope.run"), "install_path": str(tmp_path)})
-    assert kind is FailJson and res["msg"].endswith("nope.run does not exist on the node")
+    assert kind is AnsibleFailJson and res["msg"].endswith("nope.run does not exist on the node")
 
 
 def test_check_mode_without_the_package_plans_from_the_version(tmp_path):
     install_driver(str(tmp_path), "24.1.rc3")
     kind, res = run({"kind": "driver", "package": str(tmp_path / "not-copied-yet.run"), "version": "25.2.0",
                      "install_path": str(tmp_path), "_ansible_check_mode": True})
-    assert kind is ExitJson, res
+    assert kind is AnsibleExitJson, res
     assert (res["package"], res["wanted"], res["action"]) == (None, "25.2.0", "upgrade")
 
 
 def test_wrong_kind_of_package(pkgs, tmp_path):
     kind, res = run({"kind": "firmware", "package": pkgs["n+1"]["toolkit"], "install_path": str(tmp_path)})
-    assert kind is FailJson
+    assert kind is AnsibleFailJson
     assert res["msg"].endswith("no firmware/version.info in the extracted package; is it a firmware package?")
 
 
@@ -150,7 +136,7 @@ def test_nnal_installed_is_seen(tmp_path):
                                       "    commit id : 02a94694766ebf12d820aa4b5d9c95c4fe149379\n")
     os.symlink("8.3.RC2", str(tmp_path / "nnal" / "atb" / "latest"))
     kind, res = run({"kind": "nnal", "version": "8.3.RC2", "install_path": str(tmp_path), "arch": "x86_64"})
-    assert kind is ExitJson, res
+    assert kind is AnsibleExitJson, res
     assert (res["installed"]["version"], res["action"]) == ("8.3.RC2", "none")
 
 
@@ -164,6 +150,6 @@ def test_toolkit_installed_cann_85_layout(tmp_path):
         "path=/usr/local/Ascend/cann-8.5.0/x86_64-linux\n")
     os.symlink("cann-8.5.0", str(tmp_path / "cann"))
     kind, res = run({"kind": "toolkit", "version": "8.5.1", "install_path": str(tmp_path), "arch": "x86_64"})
-    assert kind is ExitJson, res
+    assert kind is AnsibleExitJson, res
     assert (res["installed"]["version"], res["action"]) == ("8.5.0", "upgrade")
     assert res["installed"]["file"].endswith("/cann/x86_64-linux/ascend_toolkit_install.info")

@@ -10,6 +10,8 @@ from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.ascendai.vllm.plugins.modules import hccn as hccn_module
+from ansible_collections.ascendai.vllm.tests.unit.plugins.test_support.module_harness import (
+    AnsibleExitJson, AnsibleFailJson, patch_exits)
 
 FIX = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "hccn_tool")
 TOOL = "/opt/fake/hccn_tool"
@@ -73,29 +75,14 @@ class FakeHccnTool:
         return 0, "", ""
 
 
-class Exit(Exception):
-    pass
-
-
-class Fail(Exception):
-    pass
-
-
 def run_module(monkeypatch, fake, args):
-    def exit_json(self, **kw):
-        raise Exit(kw)
-
-    def fail_json(self, **kw):
-        raise Fail(kw)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+    patch_exits(monkeypatch)
     monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda self, argv, **kw: fake(argv))
     args = dict({"device": 3, "hccn_tool_path": TOOL, "health_timeout": 0}, **args)
     with patch_module_args(args):
-        with pytest.raises((Exit, Fail)) as info:
+        with pytest.raises((AnsibleExitJson, AnsibleFailJson)) as info:
             hccn_module.main()
-    return info.type is Exit, info.value.args[0]
+    return info.type is AnsibleExitJson, info.value.args[0]
 
 
 POLICY = {"ip": "29.1.112.213", "netmask": "255.255.0.0", "gateway": "29.1.0.1", "netdetect": "29.1.0.1",

@@ -9,6 +9,8 @@ from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.ascendai.vllm.plugins.modules import host_pfc as host_pfc_module
+from ansible_collections.ascendai.vllm.tests.unit.plugins.test_support.module_harness import (
+    AnsibleExitJson, AnsibleFailJson, patch_exits)
 
 FIX = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "host_pfc")
 
@@ -19,14 +21,6 @@ def sample(name, start):
     return text.split("\n", 1)[1].split("\n\n", 1)[0] + "\n"
 
 
-class Exit(Exception):
-    pass
-
-
-class Fail(Exception):
-    pass
-
-
 def run_module(monkeypatch, answers, args):
     calls = []
 
@@ -34,13 +28,12 @@ def run_module(monkeypatch, answers, args):
         calls.append(list(argv))
         return answers(argv)
 
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", lambda self, **kw: (x for x in ()).throw(Exit(kw)))
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", lambda self, **kw: (x for x in ()).throw(Fail(kw)))
+    patch_exits(monkeypatch)
     monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
     with patch_module_args(args):
-        with pytest.raises((Exit, Fail)) as info:
+        with pytest.raises((AnsibleExitJson, AnsibleFailJson)) as info:
             host_pfc_module.main()
-    return info.type is Exit, info.value.args[0], calls
+    return info.type is AnsibleExitJson, info.value.args[0], calls
 
 
 MAN = "dcb-pfc-app-show-iproute2-manpages.txt"

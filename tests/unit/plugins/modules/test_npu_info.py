@@ -8,6 +8,8 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.ascendai.vllm.plugins.modules import npu_info
+from ansible_collections.ascendai.vllm.tests.unit.plugins.test_support.module_harness import (
+    AnsibleExitJson, AnsibleFailJson, patch_exits)
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "npu-smi")
 NPU_SMI = "/usr/local/sbin/npu-smi"
@@ -44,14 +46,6 @@ HEALTH_ALARM = """\tHealth Status                  : Alarm
 INVALID = "Invalid card id.\nError parameter of -i\nUsage: npu-smi info <watch|proc|-h|-m|-l|-t type> [Options...]\n"
 
 
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
 @pytest.fixture
 def module_env(monkeypatch):
     calls = []
@@ -64,22 +58,15 @@ def module_env(monkeypatch):
         assert reply is not None, f"unexpected command {args!r}"
         return reply
 
-    def exit_json(self, **kwargs):
-        raise ExitJson(kwargs)
-
-    def fail_json(self, **kwargs):
-        raise FailJson(kwargs)
-
     monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+    patch_exits(monkeypatch)
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, required=False, opt_dirs=None: NPU_SMI)
     monkeypatch.setattr(npu_info, "find_device_holders", lambda: [], raising=False)  # not this host's /proc
     return calls, replies
 
 
 def run(args):
-    with patch_module_args(args), pytest.raises((ExitJson, FailJson)) as exc:
+    with patch_module_args(args), pytest.raises((AnsibleExitJson, AnsibleFailJson)) as exc:
         npu_info.main()
     return exc.type, exc.value.args[0]
 
@@ -91,7 +78,7 @@ def test_a3_summary_with_detail(module_env):
     for i in range(8):
         replies[f"info -t board -i {i}"] = (0, BOARD_910A.replace("0xD801", "0xD803"), "")
     kind, res = run({"set_fact": True})
-    assert kind is ExitJson
+    assert kind is AnsibleExitJson
     assert res["changed"] is False
     assert (res["count"], res["chip_count"], res["family"], res["chip_name"]) == (8, 16, "A3", "Ascend910")
     assert res["hbm_total_mb"] == 16 * 65536 and res["hbm_free_mb"] == 16 * 65536 - res["hbm_used_mb"]
@@ -114,7 +101,7 @@ def test_910b4_free_hbm_and_ids(module_env):
     for i in (4, 5, 6, 7):
         replies[f"info -t board -i {i}"] = (0, BOARD_910A.replace("0xD801", "0xD802"), "")
     kind, res = run({})
-    assert kind is ExitJson
+    assert kind is AnsibleExitJson
     assert res["npu_ids"] == [4, 5, 6, 7] and res["family"] == "910B" and res["chip_name"] == "910B4"
     assert res["hbm_total_mb"] == 4 * 32768
     assert res["hbm_used_mb"] == 29096 + 29095 + 29096 + 29096
@@ -134,7 +121,7 @@ def test_unhealthy_npu_with_error_codes_and_vanished_card(module_env):
     replies["info -t board -i 7"] = (255, INVALID, "")
     replies["info -t health -i 7 -c 0"] = (255, INVALID, "")
     kind, res = run({})
-    assert kind is ExitJson
+    assert kind is AnsibleExitJson
     assert res["family"] == "910A"  # name is 'xxx' in the capture; PCI device 0xD801 from the board detail
     assert res["healthy"] is False
     first, second = res["unhealthy"]
@@ -150,7 +137,7 @@ def test_detail_false_runs_only_the_summary(module_env):
     calls, replies = module_env
     replies["info"] = (0, B4, "")
     kind, res = run({"detail": False})
-    assert kind is ExitJson
+    assert kind is AnsibleExitJson
     assert calls == [[NPU_SMI, "info"]]
     assert res["npus"][0]["board"] is None and res["count"] == 4
 
@@ -159,7 +146,7 @@ def test_check_mode_still_reads(module_env):
     calls, replies = module_env
     replies["info"] = (0, B4, "")
     kind, res = run({"detail": False, "_ansible_check_mode": True})
-    assert kind is ExitJson and res["changed"] is False and res["count"] == 4
+    assert kind is AnsibleExitJson and res["changed"] is False and res["count"] == 4
     assert calls == [[NPU_SMI, "info"]]
 
 
@@ -184,7 +171,7 @@ def test_summary_errors_are_actionable(module_env, rc, out, err, kind, words):
     _calls, replies = module_env
     replies["info"] = (rc, out, err)
     got, res = run({})
-    assert got is FailJson
+    assert got is AnsibleFailJson
     assert res["kind"] == kind
     for word in words:
         assert word in res["msg"]
@@ -194,7 +181,7 @@ def test_summary_errors_without_holders(module_env):
     _calls, replies = module_env
     replies["info"] = (187, "dcmi module initialize failed. ret is -8005\n", "")
     got, res = run({})
-    assert got is FailJson and res["kind"] == "dcmi_init" and res["holders"] == []
+    assert got is AnsibleFailJson and res["kind"] == "dcmi_init" and res["holders"] == []
 
 
 # HEALTH_CARD: 'npu-smi info -t health -i 6' without -c on a 910B build (npu_card_info.c show_ascend_card_health:
@@ -214,7 +201,7 @@ def test_error_codes_come_from_the_chip_query(module_env):
         replies[f"info -t health -i {i}"] = (0, HEALTH_CARD.replace(": 6", f": {i}"), "")
     replies["info -t health -i 6 -c 0"] = (0, HEALTH_ALARM, "")
     kind, res = run({})
-    assert kind is ExitJson and res["healthy"] is False
+    assert kind is AnsibleExitJson and res["healthy"] is False
     (bad,) = res["unhealthy"]
     assert (bad["npu_id"], bad["health"]) == (6, "Alarm")
     assert bad["error_codes"] == ["A4025021", "8C03A000", "8C084E00"]
@@ -227,7 +214,7 @@ def test_a3_error_code_of_the_second_die(module_env):
     replies["*"] = (0, HEALTH_OK, "")
     replies["info -t health -i 3 -c 1"] = (0, HEALTH_ALARM, "")
     kind, res = run({})
-    assert kind is ExitJson
+    assert kind is AnsibleExitJson
     (bad,) = res["unhealthy"]
     assert bad["npu_id"] == 3 and bad["error_codes"][0] == "A4025021"
     assert [NPU_SMI, "info", "-t", "health", "-i", "3", "-c", "1"] in calls
@@ -240,7 +227,7 @@ def test_dcmi_failure_with_a_holder_is_device_held(module_env, monkeypatch):
     _calls, replies = module_env
     replies["info"] = (187, "dcmi module initialize failed. ret is -8005\n", "")
     got, res = run({})
-    assert got is FailJson and res["kind"] == "device_held" and res["holders"] == holders
+    assert got is AnsibleFailJson and res["kind"] == "device_held" and res["holders"] == holders
     assert "python3 (pid 4242) in container 0123456789ab holds /dev/davinci0" in res["msg"]
     assert "do not reboot" in res["msg"]
 
@@ -250,20 +237,20 @@ def test_detail_dcmi_error_fails(module_env):
     replies["info"] = (0, B4, "")
     replies["*"] = (255, "dcmi module initialize failed. ret is -8005\n", "")
     got, res = run({})
-    assert got is FailJson and res["kind"] == "dcmi_init"
+    assert got is AnsibleFailJson and res["kind"] == "dcmi_init"
     assert res["cmd"] == [NPU_SMI, "info", "-t", "board", "-i", "4"]
 
 
 def test_npu_smi_not_found(module_env, monkeypatch):
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, required=False, opt_dirs=None: None)
     got, res = run({})
-    assert got is FailJson and res["kind"] == "not_found"
+    assert got is AnsibleFailJson and res["kind"] == "not_found"
     assert "/usr/local/sbin" in res["msg"] and "driver" in res["msg"]
 
 
 def test_npu_smi_path_missing(module_env, tmp_path):
     got, res = run({"npu_smi_path": str(tmp_path / "npu-smi")})
-    assert got is FailJson and res["kind"] == "not_found"
+    assert got is AnsibleFailJson and res["kind"] == "not_found"
     assert str(tmp_path / "npu-smi") in res["msg"]
 
 
@@ -272,7 +259,7 @@ def test_npu_smi_path_not_executable(module_env, tmp_path):
     path.write_text("#!/bin/sh\n")
     path.chmod(0o644)
     got, res = run({"npu_smi_path": str(path)})
-    assert got is FailJson and res["kind"] == "permission"
+    assert got is AnsibleFailJson and res["kind"] == "permission"
 
 
 def test_npu_smi_path_is_used(module_env, tmp_path):
@@ -282,4 +269,4 @@ def test_npu_smi_path_is_used(module_env, tmp_path):
     path.chmod(0o755)
     replies["info"] = (0, B4, "")
     got, res = run({"npu_smi_path": str(path), "detail": False})
-    assert got is ExitJson and calls == [[str(path), "info"]] and res["npu_smi_path"] == str(path)
+    assert got is AnsibleExitJson and calls == [[str(path), "info"]] and res["npu_smi_path"] == str(path)

@@ -2,37 +2,18 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
-from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.ascendai.vllm.plugins.modules import openai_probe
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "module_utils"))
-from fake_vllm import TOKENS, FakeVllm  # noqa: E402  pylint: disable=wrong-import-position
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
+from ansible_collections.ascendai.vllm.tests.unit.plugins.test_support.fake_vllm import TOKENS, FakeVllm
+from ansible_collections.ascendai.vllm.tests.unit.plugins.test_support.module_harness import (
+    AnsibleExitJson, AnsibleFailJson, patch_exits)
 
 
 @pytest.fixture(autouse=True)
 def exits(monkeypatch):
-    def exit_json(self, **kwargs):
-        kwargs["_no_log_values"] = set(self.no_log_values)
-        raise ExitJson(kwargs)
-
-    def fail_json(self, **kwargs):
-        raise FailJson(kwargs)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+    patch_exits(monkeypatch, keep_no_log=True)
 
 
 @pytest.fixture
@@ -42,7 +23,7 @@ def server():
 
 
 def run(args):
-    with patch_module_args(args), pytest.raises((ExitJson, FailJson)) as exc:
+    with patch_module_args(args), pytest.raises((AnsibleExitJson, AnsibleFailJson)) as exc:
         openai_probe.main()
     return exc.type, exc.value.args[0]
 
@@ -51,7 +32,7 @@ def test_bench_reports_and_passes_slo(server):
     server.first_token_delay = 0.1  # keep two requests in flight together
     kind, res = run({"base_url": server.base_url, "model": "tiny", "requests": 4, "concurrency": 2,
                      "max_tokens": 3, "slo_ttft_ms": 5000, "slo_tokens_per_s": 1, "extra_body": {"ignore_eos": True}})
-    assert kind is ExitJson, res
+    assert kind is AnsibleExitJson, res
     assert res["changed"] is False and res["mode"] == "bench" and res["endpoint"] == "/v1/completions"
     assert res["requests"] == 4 and res["succeeded"] == 4 and res["failed_requests"] == 0
     assert res["output_tokens"] == 12 and res["token_source"] == "usage"
@@ -67,18 +48,18 @@ def test_slo_violation_fails_only_with_fail_on_slo(server):
     args = {"base_url": server.base_url, "model": "tiny", "requests": 2, "max_tokens": 2, "slo_ttft_ms": 1,
             "return_requests": False}
     kind, res = run(args)
-    assert kind is ExitJson and res["slo_ok"] is False
+    assert kind is AnsibleExitJson and res["slo_ok"] is False
     assert res["violations"][0]["slo"] == "ttft_ms" and res["violations"][0]["measured"] >= 50
     assert "per_request" not in res
     kind, res = run(dict(args, fail_on_slo=True))
-    assert kind is FailJson
+    assert kind is AnsibleFailJson
     assert res["msg"].startswith("SLO violated: time to first token p90 ") and res["msg"].endswith("ms > 1 ms")
 
 
 def test_all_requests_failing_fails_with_the_first_error(server):
     server.behaviour = "http500"
     kind, res = run({"base_url": server.base_url, "model": "tiny", "requests": 3})
-    assert kind is FailJson
+    assert kind is AnsibleFailJson
     assert res["failed_requests"] == 3 and res["errors_by_kind"] == {"http": 3}
     assert res["errors"][0]["status"] == 500
     assert "all 3 requests" in res["msg"] and "HTTP 500" in res["msg"]
@@ -87,46 +68,46 @@ def test_all_requests_failing_fails_with_the_first_error(server):
 def test_check_mode_still_measures(server):
     kind, res = run({"base_url": server.base_url, "model": "tiny", "requests": 2, "max_tokens": 2,
                      "_ansible_check_mode": True})
-    assert kind is ExitJson and res["succeeded"] == 2 and res["changed"] is False
+    assert kind is AnsibleExitJson and res["succeeded"] == 2 and res["changed"] is False
     assert len(server.bodies) == 2
 
 
 def test_health_mode_ok_and_failure(server):
     kind, res = run({"mode": "health", "base_url": server.base_url + "/v1", "model": "tiny", "max_tokens": 3})
-    assert kind is ExitJson and res["healthy"] is True and res["served_models"] == ["tiny"]
+    assert kind is AnsibleExitJson and res["healthy"] is True and res["served_models"] == ["tiny"]
     assert res["checks"]["completion"]["text"] == "".join(TOKENS[:3])
     kind, res = run({"mode": "health", "base_url": server.base_url, "model": "deepseek"})
-    assert kind is FailJson and res["healthy"] is False
+    assert kind is AnsibleFailJson and res["healthy"] is False
     assert "GET /v1/models lists ['tiny'], not the served name 'deepseek'" in res["msg"]
 
 
 def test_api_key_is_sent_and_marked_no_log():
     with FakeVllm(api_key="k-123") as fake:
         kind, res = run({"mode": "health", "base_url": fake.base_url, "model": "tiny", "api_key": "k-123"})
-        assert kind is ExitJson and fake.headers[-1]["Authorization"] == "Bearer k-123"
+        assert kind is AnsibleExitJson and fake.headers[-1]["Authorization"] == "Bearer k-123"
     assert "k-123" in res["_no_log_values"]  # Ansible masks it in every output
 
 
 def test_bench_needs_model_and_sane_numbers(server):
     kind, res = run({"base_url": server.base_url})
-    assert kind is FailJson and "model" in res["msg"]
+    assert kind is AnsibleFailJson and "model" in res["msg"]
     kind, res = run({"base_url": server.base_url, "model": "tiny", "concurrency": 0})
-    assert kind is FailJson and res["msg"] == "concurrency=0: must be at least 1"
+    assert kind is AnsibleFailJson and res["msg"] == "concurrency=0: must be at least 1"
     kind, res = run({"base_url": "localhost:8000", "model": "tiny"})
-    assert kind is FailJson and "not an http:// or https:// URL" in res["msg"]
+    assert kind is AnsibleFailJson and "not an http:// or https:// URL" in res["msg"]
 
 
 def test_input_len_sends_token_id_prompts_after_the_warmup(server):
     kind, res = run({"base_url": server.base_url, "model": "tiny", "requests": 3, "max_tokens": 2, "input_len": 16,
                      "vocab_size": 500, "warmup": 1, "return_requests": False})
-    assert kind is ExitJson, res
+    assert kind is AnsibleExitJson, res
     assert len(server.bodies) == 4 and all(len(b["prompt"]) == 16 for b in server.bodies)
     assert res["input_len"] == 16 and res["input_tokens"] == 48 and res["warmup_requests"] == 1
 
 
 def test_input_len_needs_completions_and_a_vocab_size(server):
     kind, res = run({"base_url": server.base_url, "model": "tiny", "input_len": 16, "vocab_size": 500, "chat": True})
-    assert kind is FailJson and "only the completions API" in res["msg"]
+    assert kind is AnsibleFailJson and "only the completions API" in res["msg"]
     kind, res = run({"base_url": server.base_url, "model": "tiny", "input_len": 16})
-    assert kind is FailJson and "vocab_size" in res["msg"]
+    assert kind is AnsibleFailJson and "vocab_size" in res["msg"]
     assert server.bodies == []

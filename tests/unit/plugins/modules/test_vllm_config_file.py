@@ -19,12 +19,13 @@ import sys
 
 import pytest
 import yaml
-from ansible.module_utils import basic
 from ansible.module_utils.common.warnings import get_warning_messages
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.ascendai.vllm.plugins.module_utils import vllm_options as vo
 from ansible_collections.ascendai.vllm.plugins.module_utils.vllm_release_options import RELEASES
 from ansible_collections.ascendai.vllm.plugins.modules import vllm_config_file
+from ansible_collections.ascendai.vllm.tests.unit.plugins.test_support.module_harness import (
+    AnsibleExitJson, AnsibleFailJson, patch_exits)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 _spec = importlib.util.spec_from_file_location("vllm_release_facts",
@@ -34,14 +35,6 @@ _spec.loader.exec_module(facts_tool)
 
 GOOD = yaml.safe_dump(vo.render_config({"enable_prefix_caching": False, "max_model_len": 4096}, model="/m",
                                        served_model_name="tiny", vllm_version="0.32.0"), sort_keys=False)
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
 
 
 def _serve_parser(version="0.32.0"):
@@ -65,21 +58,14 @@ def fixture_vllm(monkeypatch):
         calls.append(1)
         return _serve_parser()
 
-    def exit_json(self, **kwargs):
-        raise ExitJson(kwargs)
-
-    def fail_json(self, **kwargs):
-        raise FailJson(kwargs)
-
     monkeypatch.setattr(vllm_config_file, "vllm_serve_parser", parser)
     monkeypatch.setattr(vllm_config_file, "installed_vllm_version", lambda: "0.32.0")
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+    patch_exits(monkeypatch)
     return calls
 
 
 def run(args):
-    with patch_module_args(args), pytest.raises((ExitJson, FailJson)) as exc:
+    with patch_module_args(args), pytest.raises((AnsibleExitJson, AnsibleFailJson)) as exc:
         vllm_config_file.main()
     return exc.type, exc.value.args[0]
 
@@ -87,14 +73,14 @@ def run(args):
 def test_writes_what_vllm_accepts_with_its_mode_and_then_leaves_it(vllm, tmp_path):
     dest = tmp_path / "vllm.yaml"
     kind, result = run({"content": GOOD, "dest": str(dest), "mode": "0640"})
-    assert kind is ExitJson, result
+    assert kind is AnsibleExitJson, result
     assert (result["changed"], result["checked"], result["problems"], result["vllm_version"]) == (True, True, [],
                                                                                                    "0.32.0")
     assert dest.read_text() == GOOD
     assert stat.S_IMODE(dest.stat().st_mode) == 0o640
     assert list(tmp_path.iterdir()) == [dest]  # no temporary file left
     kind, result = run({"content": GOOD, "dest": str(dest), "mode": "0640"})
-    assert (kind, result["changed"], result["checked"]) == (ExitJson, False, False)
+    assert (kind, result["changed"], result["checked"]) == (AnsibleExitJson, False, False)
     assert len(vllm) == 1  # an unchanged file is not checked again
 
 
@@ -115,7 +101,7 @@ def test_refuses_what_vllm_rejects_and_keeps_the_old_file(vllm, tmp_path, text, 
     dest = tmp_path / "vllm.yaml"
     dest.write_text(GOOD)
     kind, result = run({"content": text, "dest": str(dest)})
-    assert kind is FailJson, result
+    assert kind is AnsibleFailJson, result
     assert problem in " ".join(result["problems"]), result["problems"]
     assert result["msg"].startswith(f"vLLM 0.32.0 rejects the configuration for {dest}: ")
     assert str(tmp_path) + "/." not in result["msg"]  # the temporary file is named as the file
@@ -126,11 +112,11 @@ def test_refuses_what_vllm_rejects_and_keeps_the_old_file(vllm, tmp_path, text, 
 def test_check_mode_checks_and_writes_nothing(vllm, tmp_path):
     dest = tmp_path / "vllm.yaml"
     kind, result = run({"content": GOOD, "dest": str(dest), "_ansible_check_mode": True, "_ansible_diff": True})
-    assert (kind, result["changed"], result["checked"]) == (ExitJson, True, True)
+    assert (kind, result["changed"], result["checked"]) == (AnsibleExitJson, True, True)
     assert result["diff"]["after"] == GOOD and result["diff"]["before"] == ""
     assert not dest.exists()
     kind, result = run({"content": "model: /m\nswap-space: 4\n", "dest": str(dest), "_ansible_check_mode": True})
-    assert kind is FailJson
+    assert kind is AnsibleFailJson
 
 
 def test_without_vllm_fails_but_check_mode_only_warns(monkeypatch, tmp_path):
@@ -138,21 +124,20 @@ def test_without_vllm_fails_but_check_mode_only_warns(monkeypatch, tmp_path):
         raise ImportError("No module named 'vllm'")
 
     monkeypatch.setattr(vllm_config_file, "vllm_serve_parser", no_vllm)
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", lambda self, **kw: (_ for _ in ()).throw(ExitJson(kw)))
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", lambda self, **kw: (_ for _ in ()).throw(FailJson(kw)))
+    patch_exits(monkeypatch)
     dest = tmp_path / "vllm.yaml"
     kind, result = run({"content": GOOD, "dest": str(dest)})
-    assert kind is FailJson
+    assert kind is AnsibleFailJson
     assert "cannot import vLLM" in result["msg"] and "ansible_python_interpreter: <venv>/bin/python" in result["msg"]
     assert not dest.exists()
     kind, result = run({"content": GOOD, "dest": str(dest), "_ansible_check_mode": True})
-    assert (kind, result["changed"], result["checked"]) == (ExitJson, True, False)
+    assert (kind, result["changed"], result["checked"]) == (AnsibleExitJson, True, False)
     assert any("not checked: cannot import vLLM" in w for w in get_warning_messages())
 
 
 def test_dest_must_be_a_yaml_file(vllm, tmp_path):
     kind, result = run({"content": GOOD, "dest": str(tmp_path / "vllm.conf")})
-    assert kind is FailJson and "ending in .yaml or .yml" in result["msg"]
+    assert kind is AnsibleFailJson and "ending in .yaml or .yml" in result["msg"]
 
 
 def test_the_role_writes_the_config_with_the_module_under_the_venv_python():
