@@ -58,6 +58,14 @@ options:
   env:
     description: Environment added to the guide's.
     type: dict
+  model_type:
+    description:
+      - The model's C(config.json) C(model_type). C(deepseek_v3) (DeepSeek-V3, R1, V3.1) with msModelSlim takes the
+        tool's DeepSeek example (C(example/DeepSeek/quant_deepseek_w8a8.py --batch_size 4 --trust_remote_code True),
+        its README's W8A8 mixed quantization for V3 and R1) instead of the guide's Qwen3-MoE example, unless
+        O(script) or O(args) are given.
+    type: str
+    default: ""
 """
 
 EXAMPLES = r"""
@@ -119,6 +127,17 @@ _value:
     release_range:
       description: The vllm-ascend releases that share this tool and command.
       type: str
+    family:
+      description: The model family whose script was taken (C(deepseek_v3)), or null for the guide's.
+      type: str
+    prerequisites:
+      description: What the family's script needs on the node besides the tool (from the tool's README).
+      type: list
+      elements: str
+    output:
+      description: The files the script writes into O(save_path) (vLLM serves them with C(--quantization ascend)).
+      type: list
+      elements: str
 """
 
 from ansible.errors import AnsibleFilterError
@@ -126,12 +145,12 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.quant_tools import Q
 
 
 def quant_plan(vllm_ascend_version, python, model_path, save_path, tool_dir="", script="", args=None, save_option="",
-               env=None, clone_dir="/opt/ascendai"):
+               env=None, clone_dir="/opt/ascendai", model_type=""):
     """The W8A8 tool and command of a vllm-ascend release."""
     try:
         return _plan(vllm_ascend_version, python, tool_dir or "", model_path, save_path, script=script or "",
                      args=args or None, save_option=save_option or "", env=env or None,
-                     clone_dir=clone_dir or "/opt/ascendai")
+                     clone_dir=clone_dir or "/opt/ascendai", model_type=model_type or "")
     except QuantToolError as exc:
         raise AnsibleFilterError(f"quant_plan: {exc}") from exc
 

@@ -100,6 +100,35 @@ ROWS = (
 )
 
 
+# DeepSeek-V3-class models (config.json model_type deepseek_v3: DeepSeek-V3, R1, V3.1) with msModelSlim: the
+# DeepSeek example of the same checkout, as that tool's own README at the row's ref prescribes for "DeepSeek-V3 W8A8
+# mixed quantization (MLA w8a8, MoE w8a8 dynamic)" and "DeepSeek-R1 W8A8 mixed quantization"; its data sets are the
+# script's defaults. It writes quant_model_description.json, quant_model_weight_w8a8_dynamic*.safetensors (4 GB parts)
+# and the model's config files (the script's calibrator.save and copy_config_files).
+_MSMODELSLIM = "https://github.com/Ascend/msmodelslim/blob/{ref}/example/DeepSeek/{path}#L{lines}"
+FAMILIES = {
+    "deepseek_v3": {
+        "tools": ("msmodelslim",),
+        "script": "example/DeepSeek/quant_deepseek_w8a8.py",
+        "save_option": "--save_path",
+        "args": ("--batch_size", "4", "--trust_remote_code", "True"),
+        "data_files": ("../common/deepseek_anti_prompt.json", "../common/deepseek_calib_prompt.json"),
+        "prerequisites": (
+            "transformers 4.48.2 in the tool's venv",
+            "the model directory's modeling_deepseek.py with its flash_attn import commented out (Ascend has no "
+            "flash_attn)",
+            "no quantization_config (the FP8 fields) in the model's config.json, since transformers cannot load "
+            "the FP8 format (the script dequantizes FP8 itself; --from_fp8 or --from_bf16 names the input)",
+        ),
+        "output": ("quant_model_description.json", "quant_model_weight_w8a8_dynamic*.safetensors", "config.json"),
+    },
+}
+_FAMILY_SOURCES = {
+    "deepseek_v3": (("README.md", "179-L189"), ("README.md", "199-L203"), ("README.md", "318-L324"),
+                    ("quant_deepseek_w8a8.py", "53-L73"), ("quant_deepseek_w8a8.py", "297-L306")),
+}
+
+
 class QuantToolError(ValueError):
     """No tool for this release, or arguments the plan cannot use."""
 
@@ -155,17 +184,28 @@ def _install_steps(row, clone_dir):
 
 
 def quant_plan(vllm_ascend_version, python, tool_dir, model_path, save_path, script="", args=None, save_option="",
-               env=None, clone_dir="/opt/ascendai"):
+               env=None, clone_dir="/opt/ascendai", model_type=""):
     """What the model role runs to quantize to W8A8 on a node with this vllm-ascend release.
 
     ``tool_dir``: the tool's ``msmodelslim`` directory on the node; empty: where the install steps, run in
     ``clone_dir``, put it (``<clone_dir>/msit/msmodelslim`` for msit, ``<clone_dir>/msmodelslim`` for msModelSlim).
     ``script``/``args``/``save_option``: empty take the guide's.
+    ``model_type``: the model's config.json ``model_type``; a family of FAMILIES (``deepseek_v3``) takes that family's
+    script, arguments and data sets of the same tool instead of the guide's example when the row's tool has it.
     Returns ``{vllm_ascend, tool, tool_name, repo, ref, commit, install, tool_dir, script, chdir, argv, environment,
-    data_files, sources, release_range}``; ``data_files`` are absolute (the guide's data sets, only with its own
-    script). Raises QuantToolError when the release has no tool.
+    data_files, sources, release_range, family, prerequisites, output}``; ``data_files`` are absolute (the guide's
+    or family's data sets, only with its own script). Raises QuantToolError when the release has no tool.
     """
     row = find_row(vllm_ascend_version)
+    family = FAMILIES.get(str(model_type or "").strip().lower())
+    if family is not None and row["tool"] in family["tools"]:
+        family_name = str(model_type).strip().lower()
+        sources = row["sources"] + tuple(_MSMODELSLIM.format(ref=row["ref"], path=path, lines=lines)
+                                         for path, lines in _FAMILY_SOURCES[family_name])
+        row = dict(row, script=family["script"], save_option=family["save_option"], args=family["args"],
+                   data_files=family["data_files"], sources=sources)
+    else:
+        family_name, family = None, None
     if row["tool"] is None:
         raise QuantToolError(row["why"].format(version=vllm_ascend_version) + " (" + row["sources"][0] + ")")
     if not isinstance(clone_dir, str) or not clone_dir.startswith("/"):
@@ -209,6 +249,9 @@ def quant_plan(vllm_ascend_version, python, tool_dir, model_path, save_path, scr
         "sources": list(row["sources"]),
         "release_range": f"v{row['first']} to v{row['last']}" if row["last"]
         else f"v{row['first']} and later (guides read up to v{GUIDES_READ_UP_TO})",
+        "family": family_name,
+        "prerequisites": list(family["prerequisites"]) if family else [],
+        "output": list(family["output"]) if family else ["quant_model_description.json"],
     }
 
 

@@ -52,7 +52,7 @@ mkdir -p "$out" && echo '{"model_quant_type": "W8A8"}' > "$out/quant_model_descr
 '''
 
 
-def run_quantize(tmp_path, version, tool_installed=True, extra=None):
+def run_quantize(tmp_path, version, tool_installed=True, extra=None, config=None):
     """Runs the role's quantize tasks; returns (rc, output, the tool's record or None, the directories)."""
     log = tmp_path / "tool.json"
     python = tmp_path / "venv" / "bin" / "python"
@@ -66,11 +66,14 @@ def run_quantize(tmp_path, version, tool_installed=True, extra=None):
         for script in ("example/DeepSeek/quant_deepseek.py", "example/DeepSeek/quant_deepseek_w8a8.py",
                        "example/Qwen/quant_qwen.py", "example/Qwen3-MOE/quant_qwen_moe_w8a8.py",
                        "example/common/boolq.jsonl", "example/common/qwen3-moe_anti_prompt_50.json",
-                       "example/common/qwen3-moe_calib_prompt_50.json"):
+                       "example/common/qwen3-moe_calib_prompt_50.json", "example/common/deepseek_anti_prompt.json",
+                       "example/common/deepseek_calib_prompt.json"):
             (tool_dir / script).parent.mkdir(parents=True, exist_ok=True)
             (tool_dir / script).write_text("")
     model = tmp_path / "models" / "m"
     model.mkdir(parents=True)
+    if config is not None:
+        (model / "config.json").write_text(json.dumps(config))
     role_vars = {"_model_present": True, "model_quantization": "w8a8", "model_dir": str(tmp_path / "models"),
                  "model_name": "m", "model_serve_path": str(model), "model_quant_python": str(python),
                  "model_quant_clone_dir": str(clone), "model_owner": getpass.getuser(),
@@ -160,3 +163,35 @@ def test_release_unknown_and_own_script(tmp_path):
     assert rc == 0, output[-4000:]
     assert record["argv"] == [script, "--model_path", dirs["model"], "--save_directory", dirs["save"], "--w_bit", "8"]
     assert record["env"] == {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:False", "ASCEND_RT_VISIBLE_DEVICES": "0,1"}
+
+
+# tests/tools/make_tiny_v3_model.py's config.json keys that name the family (DeepSeek-V3/R1: model_type deepseek_v3)
+V3_CONFIG = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "kv_lora_rank": 512}
+
+
+@pytest.mark.skipif(not os.path.exists(PLAYBOOK), reason="the toolchain venv has no ansible-playbook")
+def test_deepseek_v3_runs_msmodelslim_s_deepseek_command(tmp_path):
+    """msModelSlim 26.0.0's README (example/DeepSeek/README.md lines 202 and 323) for DeepSeek-V3/R1 W8A8."""
+    rc, output, record, dirs = run_quantize(tmp_path, "0.23.0", config=V3_CONFIG)
+    assert rc == 0, output[-4000:]
+    script = f"{dirs['clone']}/msmodelslim/example/DeepSeek/quant_deepseek_w8a8.py"
+    assert record["argv"] == [script, "--model_path", dirs["model"], "--save_path", dirs["save"],
+                              "--batch_size", "4", "--trust_remote_code", "True"]
+    assert record["cwd"] == os.path.dirname(script)
+    assert os.path.exists(os.path.join(dirs["save"][:-len(".partial")], "quant_model_description.json"))
+
+
+@pytest.mark.skipif(not os.path.exists(PLAYBOOK), reason="the toolchain venv has no ansible-playbook")
+def test_deepseek_v3_without_the_tool_stops_and_names_what_a_real_node_needs(tmp_path):
+    """The sandbox (no msModelSlim, no NPU) stops before running, naming the tool, the script, its prerequisites
+    and the output vLLM serves."""
+    rc, output, record, _dirs = run_quantize(tmp_path, "0.23.0", tool_installed=False, config=V3_CONFIG)
+    assert rc != 0 and record is None
+    message = re.sub(r"\s+", " ", output)
+    assert "Fail without msModelSlim" in message
+    assert "git clone https://gitcode.com/Ascend/msmodelslim.git -b 26.0.0" in message
+    assert "example/DeepSeek/quant_deepseek_w8a8.py --model_path" in message
+    assert "--batch_size 4 --trust_remote_code True" in message
+    assert "the tool's script for deepseek_v3 models; it also needs transformers 4.48.2" in message
+    assert "expects quant_model_description.json, quant_model_weight_w8a8_dynamic*.safetensors" in message
+    assert "--quantization ascend" in message and "Quantizing needs the NPU" in message

@@ -180,3 +180,53 @@ def test_filter():
     assert plan["install"][1] == "git clone https://gitcode.com/Ascend/msit.git -b br_release_MindStudio_8.3.0_20261231"
     with pytest.raises(AnsibleFilterError, match="quant_plan: vllm-ascend 0.7.3 documents no quantization tool"):
         quant_plan_filter("0.7.3", python="/py", model_path="/m", save_path="/s")
+
+
+# msModelSlim's own README and script at its tag 26.0.0 (the tool of vllm-ascend v0.21.0rc1 and later), the lines
+# for DeepSeek-V3/R1 W8A8 (tests/unit/fixtures/quant-tools/msmodelslim-26.0.0-deepseek.json).
+with open(os.path.join(os.path.dirname(FIXTURE), "msmodelslim-26.0.0-deepseek.json"), encoding="utf-8") as _handle:
+    MSMODELSLIM_DEEPSEEK = json.load(_handle)
+
+
+@pytest.mark.parametrize("line", ["202", "323"])  # "DeepSeek-V3 W8A8 ..." and "DeepSeek-R1 W8A8 ..."
+def test_deepseek_v3_class_takes_the_tool_s_deepseek_command(line):
+    readme = MSMODELSLIM_DEEPSEEK["example/DeepSeek/README.md"]
+    command = shlex.split(readme[line])
+    assert command[:2] == ["python3", "quant_deepseek_w8a8.py"]
+    plan = _plan("0.23.0", model_type="deepseek_v3")
+    assert plan["family"] == "deepseek_v3" and plan["tool_name"] == "msModelSlim 26.0.0"
+    assert plan["script"] == "/opt/t/msmodelslim/example/DeepSeek/quant_deepseek_w8a8.py"
+    assert plan["chdir"] == "/opt/t/msmodelslim/example/DeepSeek"
+    # the README's command with the node's paths
+    want = command[2:]
+    want[want.index("${model_path}")] = "/models/m"
+    want[want.index("${save_path}")] = "/models/m-w8a8"
+    assert plan["argv"] == ["/venv/bin/python", plan["script"], *want]
+    # the script's default data sets (argparse defaults, relative to example/DeepSeek)
+    script = MSMODELSLIM_DEEPSEEK["example/DeepSeek/quant_deepseek_w8a8.py"]
+    defaults = [re.search(r"default=\"([^\"]+)\"", script[n]).group(1) for n in ("56", "58")]
+    assert defaults == ["../common/deepseek_anti_prompt.json", "../common/deepseek_calib_prompt.json"]
+    assert plan["data_files"] == ["/opt/t/msmodelslim/example/common/deepseek_anti_prompt.json",
+                                  "/opt/t/msmodelslim/example/common/deepseek_calib_prompt.json"]
+    # what it writes: quant_model_description.json (without --mindie_format) and the w8a8_dynamic safetensors
+    assert 'quant_model_description_json_name = "quant_model_description.json"' in script["300"]
+    assert 'safetensors_name="quant_model_weight_w8a8_dynamic.safetensors"' in script["305"]
+    assert plan["output"][:2] == ["quant_model_description.json", "quant_model_weight_w8a8_dynamic*.safetensors"]
+    # the README's checks before running: transformers 4.48.2, flash_attn out of modeling_deepseek.py, no FP8 fields
+    assert "4.48.2" in readme["187"] and "4.48.2" in plan["prerequisites"][0]
+    assert "flash_attn" in readme["185"] and "flash_attn" in plan["prerequisites"][1]
+    assert "FP8" in readme["188"] and "quantization_config" in plan["prerequisites"][2]
+    assert any("github.com/Ascend/msmodelslim/blob/26.0.0/example/DeepSeek/README.md#L318-L324" in s
+               for s in plan["sources"])
+
+
+def test_other_models_and_older_tools_keep_the_guide_s_command():
+    # a Qwen3-MoE model: the guide's example, as before
+    assert _plan("0.23.0", model_type="qwen3_moe")["script"].endswith("example/Qwen3-MOE/quant_qwen_moe_w8a8.py")
+    assert _plan("0.23.0")["family"] is None
+    # msit rows: the guide's own script (v0.11.0's is already the DeepSeek W8A8 one); no family applied
+    old = _plan("0.11.0", model_type="deepseek_v3")
+    assert old["family"] is None and old["script"].endswith("example/DeepSeek/quant_deepseek_w8a8.py")
+    # an explicit script wins over the family's
+    mine = _plan("0.23.0", model_type="deepseek_v3", script="/x/quant.py", args=["--a"])
+    assert mine["argv"][1] == "/x/quant.py" and mine["argv"][-1] == "--a" and mine["data_files"] == []
