@@ -8,9 +8,7 @@ import sys
 
 import pytest
 
-SIM_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "simulator"))
-if SIM_DIR not in sys.path:
-    sys.path.insert(0, SIM_DIR)
+from ansible_collections.ascendai.vllm.tests.unit.simulator.sim_support import SIM_DIR
 
 
 class Node(object):

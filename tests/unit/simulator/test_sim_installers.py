@@ -9,18 +9,7 @@ import sys
 import pytest
 
 from ansible_collections.ascendai.vllm.plugins.module_utils import npu_smi as parser
-from conftest import SIM_DIR
-
-DRIVER_OPTS = ("--full", "--quiet", "--nox11", "--install-for-all")
-
-
-def run_pkg(node, pkg, *args, env=None, stdin=None):
-    return node.run(["bash", pkg] + list(args), env=env, stdin=stdin)
-
-
-def kv(node, path):
-    return dict(line.split("=", 1) for line in node.read(path).splitlines() if "=" in line)
-
+from ansible_collections.ascendai.vllm.tests.unit.simulator.sim_support import DRIVER_OPTS, SIM_DIR, kv, run_pkg
 
 def test_real_file_names(packages):
     assert {k: os.path.basename(v) for k, v in packages["n+1"].items()} == {

@@ -9,7 +9,7 @@ processes on the devices stop an install over a loaded driver (L415-L420). Firmw
 from __future__ import annotations
 
 from ansible_collections.ascendai.vllm.plugins.module_utils import npu_smi as parser
-from test_sim_installers import DRIVER_OPTS, run_pkg
+from ansible_collections.ascendai.vllm.tests.unit.simulator.sim_support import DRIVER_OPTS, run_pkg
 
 
 def test_fresh_driver_takes_effect_immediately_firmware_asks_for_the_reboot(node, packages):
