@@ -38,6 +38,15 @@ _DTYPES = {
 }
 _POSITIVE_INTS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "max_num_seqs",
                   "max_model_len", "max_num_batched_tokens", "block_size")
+# DeepSeek-V2/V3/R1 architecture keys of the model's config.json (MLA and MoE): fixed by the checkpoint, not vLLM
+# options (https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json). vLLM's --hf-overrides changes
+# config.json keys at load time.
+_MODEL_CONFIG_KEYS = frozenset((
+    "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "n_routed_experts",
+    "n_shared_experts", "num_experts_per_tok", "moe_intermediate_size", "first_k_dense_replace", "moe_layer_freq",
+    "topk_method", "n_group", "topk_group", "scoring_func", "routed_scaling_factor", "norm_topk_prob",
+    "num_nextn_predict_layers",
+))
 _PERCENT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(%?)\s*$")
 
 
@@ -112,6 +121,11 @@ def _option(settings, notes, key, value, given, vllm_version):
         if message:
             _note(notes, given, "dropped", message)
             return
+    elif key in _MODEL_CONFIG_KEYS and key not in KNOWN_OPTIONS:
+        _note(notes, given, "rejected", f"{given} is a key of the model's config.json (DeepSeek-V3's MLA/MoE "
+              "architecture), fixed by the checkpoint, not a vLLM option; the model role checks it "
+              "(ascendai.vllm.model_config_check)")
+        return
     elif key not in KNOWN_OPTIONS:
         hint = suggest(key)
         mean = f"; did you mean {' or '.join(hint)}?" if hint else ""

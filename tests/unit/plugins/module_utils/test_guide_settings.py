@@ -153,3 +153,23 @@ def test_every_key_is_accounted_for(config):
         # Each key is either passed through unchanged under its own name, or carries a note.
         assert key in noted or result["settings"].get(key) == config[key], key
     assert set(result["settings"]) <= KNOWN_OPTIONS
+
+
+def test_deepseek_r1_tutorial_settings_pass_and_model_keys_are_named():
+    """vllm-ascend's DeepSeek-R1 multi-node tutorial at v0.23.0 (DP 4 x TP 4, expert parallel, MTP, graph mode,
+    its exports) translates unchanged for vLLM 0.23.0; DeepSeek-V3 config.json keys are named as such."""
+    options = {"tensor_parallel_size": 4, "data_parallel_size": 4, "data_parallel_size_local": 2,
+               "data_parallel_address": "192.168.10.11", "data_parallel_rpc_port": 13389,
+               "enable_expert_parallel": True, "quantization": "ascend", "seed": 1024, "max_num_seqs": 16,
+               "max_model_len": 16384, "max_num_batched_tokens": 4096, "trust_remote_code": True,
+               "gpu_memory_utilization": 0.92, "speculative_config": {"num_speculative_tokens": 3, "method": "mtp"},
+               "compilation_config": {"cudagraph_mode": "FULL_DECODE_ONLY"}}
+    env = {"HCCL_IF_IP": "192.168.10.11", "GLOO_SOCKET_IFNAME": "eth0", "TP_SOCKET_IFNAME": "eth0",
+           "HCCL_SOCKET_IFNAME": "eth0", "OMP_PROC_BIND": "false", "OMP_NUM_THREADS": "1", "HCCL_BUFFSIZE": "200",
+           "VLLM_ASCEND_BALANCE_SCHEDULING": "1", "HCCL_INTRA_PCIE_ENABLE": "1", "HCCL_INTRA_ROCE_ENABLE": "0"}
+    out = translate_guide({"config": options, "env": env}, vllm_version="0.23.0")
+    assert out["settings"] == options and out["env"] == env and out["notes"] == []
+    assert render_config(out["settings"], vllm_version="0.23.0")["enable-expert-parallel"] is True
+    out = translate_guide({"config": dict(options, kv_lora_rank=512, n_routed_experts=256)})
+    assert [n["key"] for n in out["notes"]] == ["kv_lora_rank", "n_routed_experts"]
+    assert all("config.json" in n["why"] and "did you mean" not in n["why"] for n in out["notes"])
