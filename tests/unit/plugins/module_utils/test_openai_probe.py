@@ -23,7 +23,8 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.openai_probe import 
     stream_request,
     summarize,
 )
-from ansible_collections.ascendai.vllm.tests.unit.plugins.test_support.fake_vllm import TOKENS, FakeVllm, completion_chunk, dumps, usage_chunk
+from ansible_collections.ascendai.vllm.tests.unit.plugins.test_support.fake_vllm import (
+    TOKENS, FakeVllm, completion_chunk, dumps, usage_chunk)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
