@@ -37,9 +37,16 @@ def free_bytes(df_output):
 
 def _number(name, value):
     try:
-        return float(value)
+        number = float(value)
     except (TypeError, ValueError):
         raise PreflightError(f"{name} must be a number, got {value!r}") from None
+    if number != number or number in (float("inf"), float("-inf")):
+        raise PreflightError(f"{name} must be a finite number, got {value!r}")
+    return number
+
+
+def _int(name, value):
+    return int(_number(name, value))
 
 
 def npu_failed(npu):
@@ -74,16 +81,16 @@ def problems(host, settings):
     if host["architecture"] not in architectures:
         found.append(f"CPU {host['architecture']} is not one of {', '.join(architectures)}")
     memory = _number("memtotal_mb", host["memtotal_mb"])
-    minimum = int(_number("preflight_min_memory_mb", settings["min_memory_mb"]))
+    minimum = _int("preflight_min_memory_mb", settings["min_memory_mb"])
     if memory < minimum:
         found.append(f"memory {host['memtotal_mb']} MB < {minimum} MB (preflight_min_memory_mb)")
-    free = int(host["free_bytes"])
-    wanted_gb = int(_number("preflight_model_free_gb", settings["model_free_gb"]))
+    free = _int("free_bytes", host["free_bytes"])
+    wanted_gb = _int("preflight_model_free_gb", settings["model_free_gb"])
     if free < wanted_gb * 1e9:
         found.append(f"{settings['model_dir']}: {round(free / 1e9, 1)} GB free < {wanted_gb} GB "
                      "(preflight_model_free_gb)")
     npu = host.get("npu") or {}
-    expected = int(_number("ascend_driver_expected_npus", host.get("expected_npus") or 0))
+    expected = _int("ascend_driver_expected_npus", host.get("expected_npus") or 0)
     if "count" in npu and expected != 0 and npu["count"] != expected:
         found.append(f"{npu['count']} NPUs, expected {expected} (ascend_driver_expected_npus)")
     if not npu.get("healthy", True):
@@ -114,6 +121,27 @@ def _cann_column(plan):
     return f"{'/'.join(str(step.get('action', '-')) for step in steps)} {','.join(installed)}>{wanted}"
 
 
+def _check_shapes(host):
+    """PreflightError naming the first part of ``host`` that is not what the role registers."""
+    npu = host.get("npu")
+    if npu is not None and not isinstance(npu, dict):
+        raise PreflightError(f"npu must be npu_info's result (a mapping), got {npu!r}")
+    unhealthy = (npu or {}).get("unhealthy")
+    if unhealthy is not None and (not isinstance(unhealthy, list)
+                                  or not all(isinstance(item, dict) for item in unhealthy)):
+        raise PreflightError(f"npu.unhealthy must be a list of mappings with npu_id, got {unhealthy!r}")
+    for key in ("driver_plan", "cann_plan"):
+        plan = host.get(key)
+        if plan is None:
+            continue
+        if not isinstance(plan, dict) or not all(isinstance(step, dict) for step in plan.values()):
+            raise PreflightError(f"{key} must map each component to {{installed, wanted, action}}, got {plan!r}")
+    if not isinstance(host["architecture"], str):
+        raise PreflightError(f"architecture must be a string, got {host['architecture']!r}")
+    if isinstance(host["free_bytes"], bool) or not isinstance(host["free_bytes"], (int, float)):
+        raise PreflightError(f"free_bytes must be a number, got {host['free_bytes']!r}")
+
+
 def report(host, settings):
     """``{problems, row, npus, free_gb}`` of one host (see ``problems``; ``host`` also has ``name`` and
     ``npu_smi``, whether npu-smi is installed)."""
@@ -121,9 +149,10 @@ def report(host, settings):
         if key not in host:
             raise PreflightError(f"the host's {key} is missing (give name, architecture, memtotal_mb, free_bytes, "
                                  "npu, npu_smi, expected_npus, driver_plan, cann_plan)")
+    _check_shapes(host)
     found = problems(host, settings)
     npus = npu_summary(host.get("npu"), host.get("npu_smi"))
-    free_gb = round(int(host["free_bytes"]) / 1e9, 1)
+    free_gb = round(_int("free_bytes", host["free_bytes"]) / 1e9, 1)
     memory_gib = round(_number("memtotal_mb", host["memtotal_mb"]) / 1024, 1)
     row = ROW_FORMAT % (host["name"], host["architecture"], memory_gib, free_gb, npus,
                         _driver_column(host.get("driver_plan") or {}), _cann_column(host.get("cann_plan") or {}),

@@ -14,6 +14,8 @@ import os
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from ansible_collections.ascendai.vllm.plugins.filter.preflight_report import preflight_report
 from ansible_collections.ascendai.vllm.plugins.filter.preflight_table import preflight_table
 
@@ -116,6 +118,10 @@ def test_an_empty_df_line_is_no_free_space():
     (host(), dict(SETTINGS, min_memory_mb=None), "give min_memory_mb"),
     (host(), dict(SETTINGS, architectures="aarch64"), "architectures must be a list"),
     (host(memtotal_mb="lots"), SETTINGS, "memtotal_mb must be a number"),
+    (host(expected_npus=float("inf")), SETTINGS, "ascend_driver_expected_npus must be a finite number"),
+    (host(free_bytes=float("nan")), SETTINGS, "free_bytes must be a finite number"),
+    (host(npu="8 NPUs"), SETTINGS, "npu must be npu_info's result"),
+    (host(cann_plan={"toolkit": "full"}), SETTINGS, "cann_plan must map each component"),
     ({"name": "node1"}, SETTINGS, "the host's architecture is missing"),
 ])
 def test_bad_input_says_what_to_give(data, kwargs, message):
@@ -128,3 +134,21 @@ def test_preflight_playbook_is_a_thin_wrapper():
         plays = yaml.safe_load(handle)
     assert len(plays) == 1 and "vars" not in plays[0] and "tasks" not in plays[0]
     assert [r if isinstance(r, str) else r["role"] for r in plays[0]["roles"]] == ["ascendai.vllm.preflight"]
+
+
+_values = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=8),
+                    st.lists(st.integers(), max_size=2),
+                    st.dictionaries(st.text(max_size=4), st.integers(), max_size=2))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.fixed_dictionaries({}, optional={key: _values for key in (
+    "name", "architecture", "memtotal_mb", "df", "free_bytes", "npu", "npu_smi", "expected_npus", "driver_plan",
+    "cann_plan")}))
+def test_hostile_host_gives_a_result_or_a_filter_error(data):
+    try:
+        out = preflight_report(data, **SETTINGS)
+    except AnsibleFilterError as exc:
+        assert str(exc).startswith("preflight_report: ")
+    else:
+        assert isinstance(out["row"], str) and isinstance(out["problems"], list)
