@@ -89,10 +89,10 @@ awx_jobs() {
       "$node" > "$inv/hosts.yml"
   local job=(python3 tests/tools/awx_job.py --inventory "$inv" --collections "$COLLECTIONS" --ssh-key /ssh/id_ed25519
              --user ansible)
-  # The survey answers an operator gives for the sandbox: the CPU flavour, and the sandbox bundle's wheelhouse
-  # (the survey's "" default would override the inventory's).
-  local install_answers
-  install_answers=$(printf '{"vllm_flavour": "cpu", "vllm_wheelhouse_url": "http://%s:18770/wheels/%s/"}' "$gateway" "$(uname -m)")
+  # The survey answer an operator gives for the sandbox: the CPU flavour (the bundle comes from the
+  # inventory's ascendai_bundle_url, the bundle server on the node's gateway, $gateway).
+  local install_answers='{"vllm_flavour": "cpu"}'
+  echo "bundle server: http://$gateway:18770"
 
   banner "AWX job: install the stack (site.yml), fresh node, over SSH as ansible with become and pipelining"
   "${job[@]}" --stage install --answers "$install_answers"

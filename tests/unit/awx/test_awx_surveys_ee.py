@@ -117,12 +117,22 @@ def test_awx_playbooks_pass_the_syntax_check():
         assert f"playbook: {playbook}" in result.stdout
 
 
-def test_collection_requirements_pin_what_the_playbooks_use():
+def test_collection_requirements_pin_only_what_shipped_content_uses():
+    """AWX's project sync installs collections/requirements.yml: no git (the EE build stage has none), no
+    collection that no shipped role or playbook uses, and not awx.awx (configure.yml runs outside AWX)."""
     reqs = {c["name"]: c for c in _load(os.path.join(ROOT, "collections", "requirements.yml"))["collections"]}
-    for name in ("ansible.posix", "community.general", "community.docker", "kubernetes.core", "awx.awx"):
-        assert reqs[name]["version"].count(".") == 2, f"{name} is not pinned to one release"
-    git = [c for c in reqs.values() if c.get("type") == "git"]
-    assert [c["name"] for c in git] == ["https://github.com/ascendai/ascendai.vllm.git"]
+    assert sorted(reqs) == ["community.general", "kubernetes.core"]
+    for name, item in reqs.items():
+        assert item["version"].count(".") == 2, f"{name} is not pinned to one release"
+        assert item.get("type", "galaxy") == "galaxy", f"{name}: {item.get('type')}"
+    shipped = []
+    for pattern in ("roles/**/*.yml", "playbooks/**/*.yml", "plugins/**/*.py", "site.yml"):
+        for path in glob.glob(os.path.join(ROOT, pattern), recursive=True):
+            with open(path, encoding="utf-8") as handle:
+                shipped.append(handle.read())
+    text = "\n".join(shipped)
+    for name in reqs:
+        assert f"{name}." in text, f"{name} is pinned but no shipped file uses it"
 
 
 def test_collection_ee_metadata_points_at_existing_files():
@@ -136,23 +146,65 @@ def test_collection_ee_metadata_points_at_existing_files():
 
 @pytest.mark.skipif(not os.path.exists(os.path.join(BIN, "ansible-builder")),
                     reason="ansible-builder is not installed (requirements-test.txt has it)")
-def test_ansible_builder_creates_the_build_context(tmp_path):
+def test_ansible_builder_creates_an_offline_complete_context(tmp_path):
+    """The EE builds from the collection's tarball and the context's wheels (tools/ee-context.sh puts them into
+    build/ee-files/; here a stand-in wheel and tarball): every file a step needs is in the context and nothing
+    reaches an index, Galaxy, git or a public registry (tests/tools/ee_context.py)."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
+    import ee_context  # pylint: disable=import-outside-toplevel
+
+    project = tmp_path / "project"
+    for rel in ("execution-environment.yml", "collections/ee-requirements.yml", "meta/ee-requirements.txt",
+                "meta/ee-bindep.txt"):
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
+        (project / rel).write_bytes(open(os.path.join(ROOT, rel), "rb").read())
+    (project / "build" / "ee-files" / "wheels").mkdir(parents=True)
+    (project / "build" / "ee-files" / "wheels" / "ansible-14.5.0-py3-none-any.whl").write_bytes(b"PK")
+    (project / "build" / "ee-files" / "collections").mkdir(parents=True)
+    (project / "build" / "ee-files" / "collections" / "ascendai-vllm.tar.gz").write_bytes(b"\x1f\x8b")
     context = tmp_path / "context"
     result = subprocess.run([os.path.join(BIN, "ansible-builder"), "create", "-f", "execution-environment.yml",
                              "--context", str(context), "--output-filename", "Containerfile"],
-                            cwd=ROOT, capture_output=True, text=True, check=False)
+                            cwd=str(project), capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
+    assert ee_context.check_context(str(context)) == []
     containerfile = (context / "Containerfile").read_text()
     definition = _load(os.path.join(ROOT, "execution-environment.yml"))
-    assert definition["version"] == 3
-    assert f'ARG EE_BASE_IMAGE="{definition["images"]["base_image"]["name"]}"' in containerfile
+    base = definition["images"]["base_image"]["name"]
+    # a placeholder for the site's registry (podman build --build-arg EE_BASE_IMAGE=...), no public one
+    assert base.startswith("localhost/"), base
+    assert f'ARG EE_BASE_IMAGE="{base}"' in containerfile
     assert 'ARG PYCMD="/usr/bin/python3.12"' in containerfile
-    assert "ansible-core>=2.19,<2.20" in containerfile
-    assert "ansible-galaxy collection install $ANSIBLE_GALAXY_CLI_COLLECTION_OPTS -r requirements.yml" in containerfile
-    assert "introspect.py introspect --user-pip=requirements.txt --user-bindep=bindep.txt" in containerfile
+    # the ansible this project tests on its newest controller (tools/controller14-requirements.txt)
+    with open(os.path.join(ROOT, "tools", "controller14-requirements.txt"), encoding="utf-8") as handle:
+        tested = [line.strip() for line in handle if line.startswith(("ansible==", "ansible-runner=="))]
+    assert f'ARG ANSIBLE_INSTALL_REFS="{" ".join(tested)}"' in containerfile
     build = context / "_build"
     for built, ours in (("requirements.txt", "ee-requirements.txt"), ("bindep.txt", "ee-bindep.txt")):
         with open(os.path.join(ROOT, "meta", ours), encoding="utf-8") as handle:
             assert (build / built).read_text() == handle.read(), built
-    galaxy = yaml.safe_load((build / "requirements.yml").read_text())
-    assert {c["name"] for c in galaxy["collections"]} >= {"kubernetes.core", "awx.awx"}
+
+    # Without the tarball or the wheels the context is incomplete, and the check says so.
+    (project / "build" / "ee-files" / "collections" / "ascendai-vllm.tar.gz").unlink()
+    broken = tmp_path / "broken"
+    subprocess.run([os.path.join(BIN, "ansible-builder"), "create", "-f", "execution-environment.yml", "--context",
+                    str(broken), "--output-filename", "Containerfile"], cwd=str(project), capture_output=True,
+                   check=False)
+    assert any("ascendai-vllm.tar.gz: no such file" in p for p in ee_context.check_context(str(broken)))
+
+
+def test_the_old_git_and_index_context_is_refused(tmp_path):
+    """The check itself: a context like the one a git URL and a plain pip step give is not offline."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
+    import ee_context  # pylint: disable=import-outside-toplevel
+
+    (tmp_path / "_build").mkdir()
+    (tmp_path / "_build" / "requirements.yml").write_text(
+        "collections:\n  - name: https://github.com/ascendai/ascendai.vllm.git\n    type: git\n    version: main\n")
+    (tmp_path / "Containerfile").write_text(
+        'ARG ANSIBLE_GALAXY_CLI_COLLECTION_OPTS=""\nFROM base AS galaxy\nCOPY _build /build\n'
+        "RUN $PYCMD -m pip install --no-cache-dir $ANSIBLE_INSTALL_REFS\n")
+    problems = ee_context.check_context(str(tmp_path))
+    assert any("type git" in p for p in problems)
+    assert any("--offline" in p for p in problems)
+    assert any("PIP_NO_INDEX" in p for p in problems)

@@ -26,9 +26,15 @@ def test_install_answers_for_the_sandbox_and_the_defaults_awx_fills_in():
     extravars = awx_job.survey_extravars(_spec("install"), {"vllm_flavour": "cpu"})
     assert extravars["vllm_flavour"] == "cpu"
     assert extravars["os_prep_nofile_limit"] == 1048576
-    # AWX passes a text question's "" default too: it overrides an inventory's vllm_wheelhouse_url, so an
-    # operator must answer it (tools/controller14.sh does).
-    assert extravars["vllm_wheelhouse_url"] == ""
+    # No default: AWX passes nothing, so the role's own default (from ascendai_bundle_url) holds.
+    assert "vllm_wheelhouse_url" not in extravars
+
+
+def test_a_text_default_of_empty_string_is_passed_and_overrides_the_inventory():
+    """AWX passes a default that passes the question's checks, "" included (min 0)."""
+    spec = [{"variable": "url", "type": "text", "required": False, "default": "", "min": 0, "max": 9,
+             "question_name": "U"}]
+    assert awx_job.survey_extravars(spec, {}) == {"url": ""}
 
 
 @pytest.mark.parametrize("answers, message", [
