@@ -133,6 +133,8 @@ stage_controller14() {
   image=$(tools/sandbox-host.sh controller | sed -n 's/^CONTROLLER_IMAGE=//p')
   tools/awx-collection.sh
   docker run --rm -v "$ROOT:/src:ro" -v "$ROOT/.cache/awx:/awx:ro" "$image" bash /src/tools/controller14.sh checks
+  # The execution environment's build context, complete and offline (collection tarball, pinned wheels).
+  tools/ee-context.sh
 }
 
 stage_bundle() {
