@@ -65,7 +65,7 @@ def test_driver_names(arch, driver):
 ])
 def test_cann_names(version, arch, kernels):
     files = render_files("ascend_cann", {"ansible_facts": {"architecture": arch}, "ascend_cann_npu_type": "910b",
-                                         "ascend_cann_version": version,
+                                         "ascend_cann_release_version": version,  # tasks/release.yml's choice
                                          "ascend_cann_install_path": "/usr/local/Ascend"})
     assert files == {"toolkit": "Ascend-cann-toolkit_%s_linux-%s.run" % (version, arch), "kernels": kernels,
                      "nnal": "Ascend-cann-nnal_%s_linux-%s.run" % (version, arch)}
