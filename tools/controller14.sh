@@ -33,6 +33,24 @@ ansible-galaxy collection install --offline --no-deps -p "$COLLECTIONS" /tmp/dis
     "$AWX_ARTIFACTS"/awx-awx-*.tar.gz >/dev/null
 ANSIBLE_COLLECTIONS_PATH=$COLLECTIONS ansible-galaxy collection list awx.awx 2>/dev/null | tail -1
 
+failed=()
+step() {  # step NAME COMMAND...: run it, remember a failure, go on with the next check
+  local name=$1
+  shift
+  banner "$name"
+  if "$@"; then echo "controller14: $name passed"; else failed+=("$name"); echo "controller14: $name FAILED"; fi
+}
+
+syntax_checks() {
+  local pb rc=0
+  for pb in site.yml playbooks/*.yml playbooks/awx/configure.yml playbooks/awx/preflight.yml \
+            playbooks/awx/deploy_k8s.yml; do
+    if ansible-playbook --syntax-check -i inventories/sandbox "$pb" >/dev/null; then echo "syntax ok: $pb"
+    else echo "syntax check failed: $pb"; rc=1; fi
+  done
+  return $rc
+}
+
 checks() {
   # The checkout itself for lint and syntax (as tools/bootstrap.sh's symlink tree), awx.awx from the bundle.
   mkdir -p .cache/collections/ansible_collections/ascendai
@@ -40,25 +58,19 @@ checks() {
   mkdir -p /tmp/awx-only/ansible_collections && cp -a "$COLLECTIONS/ansible_collections/awx" /tmp/awx-only/ansible_collections/
   export ANSIBLE_COLLECTIONS_PATH=$WORK/.cache/collections:/tmp/awx-only
 
-  banner "syntax check of every playbook"
-  local pb
-  for pb in site.yml playbooks/*.yml playbooks/awx/configure.yml playbooks/awx/preflight.yml \
-            playbooks/awx/deploy_k8s.yml; do
-    ansible-playbook --syntax-check -i inventories/sandbox "$pb" >/dev/null || { echo "syntax check failed: $pb"; return 1; }
-    echo "syntax ok: $pb"
-  done
-
-  banner "ansible-lint --profile production"
-  ansible-lint --profile production --offline
-
-  banner "unit tests (subset)"
+  step "syntax check of every playbook" syntax_checks
+  step "ansible-lint --profile production" ansible-lint --profile production --offline
   # The plugins (the code that runs under ansible-core 2.21 on the controller and the node), the AWX data,
   # the sanity ignore files and the source rules. The roles' tests build vLLM venvs and the tools' tests need
   # torch: they exercise no controller code that site.yml over SSH does not run here too.
-  python3 -m pytest -q -p no:cacheprovider tests/unit/plugins tests/unit/awx tests/unit/test_sanity_ignores.py \
-      tests/unit/test_sources_in_project.py tests/unit/tools/test_gen_role_docs.py
+  step "unit tests (subset)" env ASCENDAI_AWX_ARTIFACTS="$AWX_ARTIFACTS" python3 -m pytest -q -p no:cacheprovider \
+      tests/unit/plugins tests/unit/awx tests/unit/test_sanity_ignores.py tests/unit/test_sources_in_project.py \
+      tests/unit/tools/test_gen_role_docs.py tests/unit/tools/test_awx_job.py tests/unit/roles/test_offline_bundle_awx.py
+  step "ansible-test sanity (ansible-core $(python3 -c 'import ansible; print(ansible.__version__)'))" sanity
+  [[ ${#failed[@]} -eq 0 ]] || { echo "controller14: FAILED: ${failed[*]}"; return 1; }
+}
 
-  banner "ansible-test sanity (ansible-core $(python3 -c 'import ansible; print(ansible.__version__)'))"
+sanity() {
   local tree=/tmp/act/ansible_collections/ascendai/vllm at v
   rm -rf /tmp/act && mkdir -p "$tree"
   git ls-files -co --exclude-standard -z -- . ':!tests/unit/fixtures' ':!tests/simulator' ':!tests/tools' \
@@ -84,7 +96,7 @@ awx_jobs() {
   [[ -s ~/.ssh/known_hosts ]] || { echo "no SSH host key from $node"; return 1; }
   # The AWX inventory: the node and the sandbox's group variables.
   rm -rf "$inv" && mkdir -p "$inv/group_vars"
-  cp inventories/sandbox/group_vars/ascend.yml "$inv/group_vars/ascend.yml"
+  cp -r inventories/sandbox/group_vars/. "$inv/group_vars/"
   printf 'all:\n  children:\n    ascend:\n      hosts:\n        atlas-sim-controller14:\n          ansible_host: %s\n          ansible_python_interpreter: /usr/bin/python3\n' \
       "$node" > "$inv/hosts.yml"
   local job=(python3 tests/tools/awx_job.py --inventory "$inv" --collections "$COLLECTIONS" --ssh-key /ssh/id_ed25519
