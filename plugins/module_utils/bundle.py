@@ -62,13 +62,13 @@ LOW_SPEED_BYTES_PER_S = 1024
 MANIFEST_MAX_BYTES = 64 << 20
 
 
-
 class BundleError(Exception):
     """A bundle operation that cannot be done or went wrong; the message says which file, why and what to do."""
 
 
 # The name model_fetch has always raised.
 FetchError = BundleError
+
 
 class SlowTransfer(TimeoutError):
     """Fewer than LOW_SPEED_BYTES_PER_S over a whole timeout window."""
@@ -113,7 +113,6 @@ def human(n):
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TiB"  # pragma: no cover - loop always returns
-
 
 
 # --------------------------------------------------------------------------- manifest
@@ -781,8 +780,6 @@ def download_file(source, item, dest, progress, stop, retries=3, chunk_bytes=CHU
     except BaseException:
         progress.end_file(rel, ok=False)
         raise
-
-
 
 
 # --------------------------------------------------------------------------- many files
