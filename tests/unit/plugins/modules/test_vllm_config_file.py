@@ -19,13 +19,12 @@ import sys
 
 import pytest
 import yaml
-from ansible.module_utils.common.warnings import get_warning_messages
 from ansible.module_utils.testing import patch_module_args
 from ansible_collections.ascendai.vllm.plugins.module_utils import vllm_options as vo
 from ansible_collections.ascendai.vllm.plugins.module_utils.vllm_release_options import RELEASES
 from ansible_collections.ascendai.vllm.plugins.modules import vllm_config_file
 from ansible_collections.ascendai.vllm.tests.unit.plugins.test_support.module_harness import (
-    AnsibleExitJson, AnsibleFailJson, patch_exits)
+    AnsibleExitJson, AnsibleFailJson, patch_exits, patch_module)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 _spec = importlib.util.spec_from_file_location("vllm_release_facts",
@@ -125,6 +124,8 @@ def test_without_vllm_fails_but_check_mode_only_warns(monkeypatch, tmp_path):
 
     monkeypatch.setattr(vllm_config_file, "vllm_serve_parser", no_vllm)
     patch_exits(monkeypatch)
+    warnings = []
+    patch_module(monkeypatch, bin_path=False, warnings=warnings)
     dest = tmp_path / "vllm.yaml"
     kind, result = run({"content": GOOD, "dest": str(dest)})
     assert kind is AnsibleFailJson
@@ -132,7 +133,7 @@ def test_without_vllm_fails_but_check_mode_only_warns(monkeypatch, tmp_path):
     assert not dest.exists()
     kind, result = run({"content": GOOD, "dest": str(dest), "_ansible_check_mode": True})
     assert (kind, result["changed"], result["checked"]) == (AnsibleExitJson, True, False)
-    assert any("not checked: cannot import vLLM" in w for w in get_warning_messages())
+    assert any("not checked: cannot import vLLM" in w for w in warnings), warnings
 
 
 def test_dest_must_be_a_yaml_file(vllm, tmp_path):
