@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import time
 
 try:
@@ -38,7 +39,7 @@ except ImportError as exc:  # pragma: no cover - exercised on nodes without nump
 MARKER_NAME = ".ascendai_model_convert.json"
 MARKER_VERSION = 1
 INDEX_NAME = "model.safetensors.index.json"
-DEFAULT_CHUNK_BYTES = 4 * 1024 * 1024
+DEFAULT_CHUNK_BYTES = 256 * 1024  # of fp32: the work arrays stay in a core's L2 cache
 
 TARGET_DTYPES = {"float32": "F32", "float16": "F16", "bfloat16": "BF16"}
 FLOAT_SOURCES = ("F64", "F32", "F16", "BF16")
@@ -432,39 +433,101 @@ def _require_numpy():
 
 
 class _Work:
-    """Preallocated scratch arrays for one chunk size; reused for every chunk."""
+    """Preallocated scratch arrays for one chunk size (one set per thread); reused for every chunk."""
 
     def __init__(self, chunk_elems):
         self.n = chunk_elems
         self.src = np.empty(chunk_elems * 8, dtype=np.uint8)
         self.u32 = np.empty(chunk_elems, dtype=np.uint32)
         self.f32 = np.empty(chunk_elems, dtype=np.float32)
+        self.t32 = np.empty(chunk_elems, dtype=np.uint32)
+        self.t32b = np.empty(chunk_elems, dtype=np.uint32)
         self.out = np.empty(chunk_elems * 4, dtype=np.uint8)
         self.mask = np.empty(chunk_elems, dtype=np.bool_)
 
 
-def _f32_to_bf16(u, out16, tmp, mask):
-    """fp32 bits ``u`` -> bf16 bits ``out16`` with round-to-nearest-even (torch's rule)."""
-    np.right_shift(u, 16, out=tmp)
-    np.bitwise_and(tmp, 1, out=tmp)
-    np.add(tmp, 0x7FFF, out=tmp)
-    np.add(tmp, u, out=tmp)
-    np.copyto(out16, tmp.view(np.uint16)[1::2])  # high half on little-endian
-    f = u.view(np.float32)
-    np.isnan(f, out=mask)
-    if mask.any():
-        out16[mask] = ((u[mask] >> 16) | 0x0040).astype(np.uint16)
+if HAS_NUMPY:
+    _U32_ABS, _U32_EXP = np.uint32(0x7FFFFFFF), np.uint32(0x7F800000)
+    _U32_BF16_BIAS = np.uint32(0x7FFF)
+    _U32_F16_MIN_NORMAL = np.uint32(0x38800000)  # 2^-14: below it fp16 steps are 2^-24 (subnormals)
+    _U32_F16_OVERFLOW = np.uint32(0x477FF000)  # 65520, the tie between 65504 and 65536 that rounds to inf
+    _U32_EXP_PLUS_15 = np.uint32(15 << 23)
+    _F32_FOUR = np.float32(4.0)
 
 
-def _f32_to_f16(u, out16, mask):
-    """fp32 -> fp16: IEEE round-to-nearest-even (numpy's cast; overflow gives inf), quiet NaN kept."""
-    f = u.view(np.float32)
-    with np.errstate(over="ignore", invalid="ignore"):
-        np.copyto(out16.view(np.float16), f, casting="unsafe")
-    np.isnan(f, out=mask)
+def _nan_fix(u, out16, mask, rule):
+    """NaNs are rare: found by isnan (one fast pass), then fixed one by one: quiet, sign and payload kept."""
+    np.isnan(u.view(np.float32), out=mask)
     if mask.any():
         b = u[mask]
-        out16[mask] = (((b >> 16) & 0x8000) | 0x7E00 | ((b >> 13) & 0x03FF)).astype(np.uint16)
+        out16[mask] = rule(b).astype(np.uint16)
+
+
+def _bf16_nan(b):
+    return (b >> 16) | 0x0040
+
+
+def _f16_nan(b):
+    return ((b >> 16) & 0x8000) | 0x7E00 | ((b >> 13) & 0x03FF)
+
+
+def _f32_to_bf16(u, out16, tmp, mask):
+    """fp32 bits ``u`` -> bf16 bits ``out16`` with round-to-nearest-even (torch's rule).
+
+    (u + 0x7FFF + lowest kept bit) >> 16: ties go to the even neighbour; the carry out of the mantissa
+    moves to the next binade or to inf as it should."""
+    np.right_shift(u, 16, out=tmp)
+    np.bitwise_and(tmp, 1, out=tmp)
+    np.add(tmp, u, out=tmp)
+    np.add(tmp, _U32_BF16_BIAS, out=tmp)
+    np.right_shift(tmp, 16, out=tmp)
+    np.copyto(out16, tmp, casting="unsafe")  # a contiguous narrowing copy: faster than a strided high-half copy
+    _nan_fix(u, out16, mask, _bf16_nan)
+
+
+def _f32_to_f16_cast(u):
+    """fp32 bits -> fp16 bits through numpy's cast (IEEE round-to-nearest-even, overflow to inf), quiet NaN kept.
+
+    The reference for :func:`_f32_to_f16` (the way every chunk went before), which gives the same bits in fewer
+    nanoseconds: numpy's cast is a scalar loop (its baseline build has no F16C). Used for the rare elements
+    :func:`_f32_to_f16` leaves to it."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        bits = u.view(np.float32).astype(np.float16).view(np.uint16)
+    nan = (u & _U32_ABS) > _U32_EXP
+    if nan.any():
+        bits[nan] = _f16_nan(u[nan]).astype(np.uint16)
+    return bits
+
+
+def _f32_to_f16(u, out16, a, t, t2, mask):
+    """fp32 bits ``u`` -> fp16 bits ``out16``, round-to-nearest-even: bit for bit what numpy's IEEE cast gives
+    (:func:`_f32_to_f16_cast`), in 12 vector passes that let the FPU do the rounding.
+
+    With e the exponent of |x| (at least -14, the smallest fp16 normal) the magic number M = 2^(e+15) has an ulp of
+    2^(e-8), the fp16 step at |x| scaled by 4; so the float sum s = 4|x| + M is 4|x| rounded to fp16 precision
+    (ties to even, subnormals included, the carry into the next binade too), with the fp16 significand k in the low
+    12 bits of s and the exponent field of s equal to e + 15 + 127 = (fp16 exponent) + 128. Then the fp16 bits are
+    (s + (s >> 13)) mod 2^16: the low 16 bits of s are k, and s >> 13 brings the exponent field down by 13 places,
+    its part above 2^15 dropping out with the 128. The sign is put in bit 15. |x| >= 65520 (inf on overflow) and
+    NaN (quiet, sign and payload kept) are rare and fixed afterwards. ``a``, ``t`` and ``t2`` are uint32 scratch
+    arrays as long as ``u``.
+    """
+    np.bitwise_and(u, _U32_ABS, out=a)
+    np.bitwise_and(a, _U32_EXP, out=t)
+    np.maximum(t, _U32_F16_MIN_NORMAL, out=t)
+    np.add(t, _U32_EXP_PLUS_15, out=t)  # M
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.multiply(a.view(np.float32), _F32_FOUR, out=t2.view(np.float32))
+        np.add(t.view(np.float32), t2.view(np.float32), out=t.view(np.float32))  # s, rounded by the FPU
+    np.right_shift(t, 13, out=t2)
+    np.add(t2, t, out=t2)
+    np.right_shift(u, 31, out=t)
+    np.left_shift(t, 15, out=t)
+    np.bitwise_or(t2, t, out=t2)
+    np.copyto(out16, t2, casting="unsafe")
+    if a.max() >= _U32_F16_OVERFLOW:  # a reduction: much cheaper than a mask pass
+        np.greater_equal(a, _U32_F16_OVERFLOW, out=mask)
+        out16[mask] = _f32_to_f16_cast(u[mask])
 
 
 def _to_f32_bits(src_dtype, raw, n, work):
@@ -511,10 +574,9 @@ def convert_chunk(src_dtype, dst_dtype, raw, work=None):
     out = work.out[:n * 2]
     out16 = out.view(np.uint16)
     if dst_dtype == "BF16":
-        tmp = work.f32[:n].view(np.uint32)
-        _f32_to_bf16(u, out16, tmp, mask)
+        _f32_to_bf16(u, out16, work.t32[:n], mask)
     elif dst_dtype == "F16":
-        _f32_to_f16(u, out16, mask)
+        _f32_to_f16(u, out16, work.f32[:n].view(np.uint32), work.t32[:n], work.t32b[:n], mask)
     else:
         raise ConvertError(f"cannot convert to dtype {dst_dtype}")
     return out
@@ -523,10 +585,15 @@ def convert_chunk(src_dtype, dst_dtype, raw, work=None):
 # --------------------------------------------------------------------------- writing
 
 
-def _write_all(fd, data):
+def _write_all(fd, data, offset=None):
+    """Write all of ``data``: at ``offset`` (pwrite, which threads may do side by side) or at the file position."""
     view = memoryview(data).cast("B")
     while view:
-        written = os.write(fd, view)
+        if offset is None:
+            written = os.write(fd, view)
+        else:
+            written = os.pwrite(fd, view, offset)
+            offset += written
         view = view[written:]
 
 
@@ -540,16 +607,18 @@ def _pread_into(fd, buf, offset):
         got += n
 
 
-def _copy_range(src_fd, out_fd, offset, nbytes, work_buf):
-    """Copy bytes unchanged; in the kernel (copy_file_range) where the filesystem allows."""
+def _copy_range(src_fd, out_fd, offset, nbytes, work_buf, out_offset):
+    """Copy bytes unchanged from ``offset`` to ``out_offset``; in the kernel (copy_file_range) where the
+    filesystem allows, else through ``work_buf``."""
     remaining = nbytes
     if hasattr(os, "copy_file_range"):
         try:
             while remaining:
-                n = os.copy_file_range(src_fd, out_fd, min(remaining, 1 << 30), offset)
+                n = os.copy_file_range(src_fd, out_fd, min(remaining, 1 << 30), offset, out_offset)
                 if n == 0:
                     raise ConvertError("unexpected end of file while copying tensor data; the source is truncated")
                 offset += n
+                out_offset += n
                 remaining -= n
             return
         except OSError as exc:
@@ -558,42 +627,144 @@ def _copy_range(src_fd, out_fd, offset, nbytes, work_buf):
     while remaining:
         n = min(remaining, len(work_buf))
         _pread_into(src_fd, work_buf[:n], offset)
-        _write_all(out_fd, work_buf[:n])
+        _write_all(out_fd, work_buf[:n], out_offset)
         offset += n
+        out_offset += n
         remaining -= n
 
 
-def _emit_tensor(entry, target_fd, fds, work, chunk_elems):
-    t = entry["src"]
-    if t["kind"] == "torch":
-        data = t["tensor"]
-        _write_all(target_fd, data)
-        return
-    fd = fds.get(t["file"])
-    if fd is None:
-        fd = fds[t["file"]] = os.open(t["file"], os.O_RDONLY)
-    if entry["dtype"] == t["dtype"]:
-        _copy_range(fd, target_fd, t["begin"], t["end"] - t["begin"], work.src if work else bytearray(1 << 22))
-        return
-    size = ITEMSIZE[t["dtype"]]
-    offset, remaining = t["begin"], t["numel"]
-    while remaining:
-        n = min(remaining, chunk_elems)
-        raw = work.src[:n * size]
+def _libc_sync_file_range():
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_SYNC_FILE_RANGE = _libc_sync_file_range()
+_SYNC_FILE_RANGE_WRITE = 2
+WRITEBACK_BYTES = 64 * 1024 * 1024
+
+
+def _start_writeback(fd):
+    """Ask the kernel to start writing the file's dirty pages to disk now (Linux sync_file_range with
+    SYNC_FILE_RANGE_WRITE, which does not wait for them), so that the disk works while the CPUs convert and the
+    fsync at the end of the shard has little left to wait for. Best effort: nothing happens where it is missing."""
+    if _SYNC_FILE_RANGE is not None:
+        _SYNC_FILE_RANGE(fd, 0, 0, _SYNC_FILE_RANGE_WRITE)
+
+
+def default_threads():
+    """Threads for the conversion: the CPUs this process may run on, at most 8 (numpy releases the GIL in
+    its loops; pread, pwrite and copy_file_range release it too)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(8, cpus))
+
+
+def _shard_items(shard, out_fd, fds, chunk_bytes):
+    """The pieces of work of one shard, in file order: ("copy"|"convert", entry, src_fd, src_offset, count,
+    out_offset) with count in bytes for a copy and in elements for a conversion."""
+    out_offset = len(shard["header"])
+    for entry in shard["tensors"]:
+        t = entry["src"]
+        if t["kind"] == "torch":
+            yield ("torch", entry, None, 0, 0, out_offset)
+            out_offset += entry["nbytes"]
+            continue
+        fd = fds.get(t["file"])
+        if fd is None:
+            fd = fds[t["file"]] = os.open(t["file"], os.O_RDONLY)
+        if entry["dtype"] == t["dtype"]:
+            step = max(chunk_bytes, 64 * 1024 * 1024)
+            for off in range(0, t["end"] - t["begin"], step):
+                n = min(step, t["end"] - t["begin"] - off)
+                yield ("copy", entry, fd, t["begin"] + off, n, out_offset + off)
+        else:
+            size, osize = ITEMSIZE[t["dtype"]], ITEMSIZE[entry["dtype"]]
+            elems = max(1, chunk_bytes // 4)  # what the work buffers hold (widened to fp32)
+            for first in range(0, t["numel"], elems):
+                n = min(elems, t["numel"] - first)
+                yield ("convert", entry, fd, t["begin"] + first * size, n, out_offset + first * osize)
+        out_offset += entry["nbytes"]
+
+
+def _do_item(item, out_fd, work):
+    kind, entry, fd, offset, count, out_offset = item
+    if kind == "torch":
+        _write_all(out_fd, entry["src"]["tensor"], out_offset)
+    elif kind == "copy":
+        _copy_range(fd, out_fd, offset, count, work.src if work else bytearray(1 << 22), out_offset)
+    else:
+        src_dtype = entry["src"]["dtype"]
+        raw = work.src[:count * ITEMSIZE[src_dtype]]
         _pread_into(fd, raw, offset)
-        _write_all(target_fd, convert_chunk(t["dtype"], entry["dtype"], raw, work))
-        offset += n * size
-        remaining -= n
+        data = convert_chunk(src_dtype, entry["dtype"], raw, work)
+        _write_all(out_fd, data, out_offset)
+        return data.nbytes
+    return count if kind == "copy" else 0
 
 
-def write_shards(shards, outdir, chunk_bytes=DEFAULT_CHUNK_BYTES, fsync=True):
-    """Write every planned shard into ``outdir``."""
+def _run_items(items, out_fd, works, writeback):
+    """Run ``items`` on len(works) threads (this one included); the first error stops them all and is raised."""
+    lock = threading.Lock()
+    state = {"error": None, "written": 0, "kicked": 0}
+
+    def worker(work):
+        try:
+            while True:
+                with lock:
+                    if state["error"] is not None:
+                        return
+                    item = next(items, None)
+                if item is None:
+                    return
+                n = _do_item(item, out_fd, work)
+                with lock:
+                    state["written"] += n
+                    kick = writeback and state["written"] - state["kicked"] >= WRITEBACK_BYTES
+                    if kick:
+                        state["kicked"] = state["written"]
+                if kick:
+                    _start_writeback(out_fd)
+        except BaseException as exc:  # pylint: disable=broad-except  # raised again by the caller's thread
+            with lock:
+                if state["error"] is None:
+                    state["error"] = exc
+
+    others = [threading.Thread(target=worker, args=(w,), daemon=True) for w in works[1:]]
+    for t in others:
+        t.start()
+    try:
+        worker(works[0])
+    except BaseException as exc:  # e.g. KeyboardInterrupt between two statements of worker(): stop the others
+        with lock:
+            if state["error"] is None:
+                state["error"] = exc
+        raise
+    finally:
+        for t in others:
+            t.join()
+    if state["error"] is not None:
+        raise state["error"]
+
+
+def write_shards(shards, outdir, chunk_bytes=DEFAULT_CHUNK_BYTES, fsync=True, threads=None):
+    """Write every planned shard into ``outdir``: ``threads`` threads (default: :func:`default_threads`)
+    read, convert and write chunks side by side with pread/pwrite at their own offsets."""
     needs_numpy = any(e["dtype"] != e["src"]["dtype"] and e["src"]["kind"] != "torch"
                       for s in shards for e in s["tensors"])
-    work, chunk_elems = None, max(1, chunk_bytes // 4)
+    threads = default_threads() if threads is None else max(1, int(threads))
+    chunk_bytes = max(8, int(chunk_bytes))
     if needs_numpy:
         _require_numpy()
-        work = _Work(chunk_elems)
+        works = [_Work(max(1, chunk_bytes // 4)) for _ in range(threads)]
+    else:
+        works = [None] * threads
     fds = {}
     try:
         for shard in shards:
@@ -601,8 +772,7 @@ def write_shards(shards, outdir, chunk_bytes=DEFAULT_CHUNK_BYTES, fsync=True):
             out_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
                 _write_all(out_fd, shard["header"])
-                for entry in shard["tensors"]:
-                    _emit_tensor(entry, out_fd, fds, work, chunk_elems)
+                _run_items(_shard_items(shard, out_fd, fds, chunk_bytes), out_fd, works, fsync)
                 if fsync:
                     os.fsync(out_fd)
             finally:
@@ -833,7 +1003,7 @@ def swap_into_place(tmpdir, dest):
 
 
 def convert_model(src, dest, dtype, max_shard_size="5GB", allow_pickle=False, force=False, check_mode=False,
-                  chunk_bytes=DEFAULT_CHUNK_BYTES, fsync=True):
+                  chunk_bytes=DEFAULT_CHUNK_BYTES, fsync=True, threads=None):
     """Convert the model at ``src`` into ``dest``; returns a result dict for the module."""
     started = time.time()
     if dtype not in TARGET_DTYPES:
@@ -923,7 +1093,7 @@ def convert_model(src, dest, dtype, max_shard_size="5GB", allow_pickle=False, fo
         _materialise_torch(shards, target)  # pragma: no cover
     tmpdir = make_temp(dest)
     try:
-        write_shards(shards, tmpdir, chunk_bytes=chunk_bytes, fsync=fsync)
+        write_shards(shards, tmpdir, chunk_bytes=chunk_bytes, fsync=fsync, threads=threads)
         files = {}
         index = write_index(shards, tmpdir)
         for rel in copied:

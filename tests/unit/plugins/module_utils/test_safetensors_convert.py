@@ -240,6 +240,85 @@ def test_float64_against_torch():
         assert np.array_equal(run_convert("F64", dst, x.view(np.uint64)), want.view(BITS[dst])), dst
 
 
+# --------------------------------------------------------------------------- the fast kernels (issue 20)
+
+
+def f32_class_patterns():
+    """fp32 bit patterns of every class that fp16 and bf16 rounding treat apart: for each of the 256 exponents and both
+    signs, mantissas at and around every rounding edge (the fp16 kept bits 0, 1, odd, even, all ones; below them 0,
+    1, just under, at and just over the tie, all ones); every 5th of the 2^23 mantissas (5 is prime to the 2^13
+    rounding step, so every remainder below the kept bits comes up) of the exponents where fp16 changes regime (its
+    smallest subnormal's half, subnormal to normal, the last binade before inf); random patterns."""
+    kept = np.array([0, 1, 2, 3, 0x1FF, 0x200, 0x201, 0x3FE, 0x3FF], dtype=np.uint32) << 13
+    low = np.array([0, 1, 0xFFF, 0x1000, 0x1001, 0x1FFF, 0x7FFF, 0x8000, 0x8001], dtype=np.uint32)
+    grid = ((np.arange(256, dtype=np.uint32) << 23)[:, None, None] | kept[None, :, None] | low[None, None, :]).ravel()
+    full = [(np.uint32(e) << 23) | np.arange(0, 2 ** 23, 5, dtype=np.uint32) for e in (102, 112, 113, 142)]
+    rand = np.random.default_rng(20).integers(0, 2 ** 32, size=2 ** 19, dtype=np.uint64).astype(np.uint32)
+    pos = np.concatenate([grid, *full, rand, f32_specials()])
+    return np.concatenate([pos, pos ^ np.uint32(0x80000000)])
+
+
+def fast_f16(u):
+    n = u.size
+    out = np.empty(n, np.uint16)
+    sc._f32_to_f16(u, out, np.empty(n, np.uint32), np.empty(n, np.uint32), np.empty(n, np.uint32),
+                   np.empty(n, np.bool_))
+    return out
+
+
+def fast_bf16(u):
+    out = np.empty(u.size, np.uint16)
+    sc._f32_to_bf16(u, out, np.empty(u.size, np.uint32), np.empty(u.size, np.bool_))
+    return out
+
+
+def plain_bf16(u):
+    """bf16 the plain way (what the module did before issue 20): the high half of u + 0x7FFF + the lowest kept bit;
+    NaN: quiet, sign and payload kept."""
+    r = ((u + np.uint32(0x7FFF) + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = (u & 0x7FFFFFFF) > 0x7F800000
+    r[nan] = ((u[nan] >> 16) | 0x0040).astype(np.uint16)
+    return r
+
+
+def _mismatches(u, got, want):
+    bad = np.nonzero(got != want)[0]
+    return [(hex(int(u[i])), hex(int(got[i])), hex(int(want[i]))) for i in bad[:5]], bad.size
+
+
+def test_fast_f16_is_bit_exact_with_the_numpy_cast_in_every_class():
+    u = f32_class_patterns()
+    a = u & 0x7FFFFFFF
+    classes = {"+-0": a == 0, "f32 subnormal": (a > 0) & (a < 0x00800000),
+               "f16 zero after rounding": (a >= 0x00800000) & (a <= 0x33000000),
+               "f16 subnormal": (a > 0x33000000) & (a < 0x38800000), "f16 normal": (a >= 0x38800000) & (a < 0x477FF000),
+               "overflow to inf": (a >= 0x477FF000) & (a < 0x7F800000), "inf": a == 0x7F800000, "NaN": a > 0x7F800000}
+    assert all(mask.sum() > 1000 or name in ("+-0", "inf") and mask.sum() >= 2 for name, mask in classes.items())
+    got, want = fast_f16(u), sc._f32_to_f16_cast(u)
+    first, count = _mismatches(u, got, want)
+    assert count == 0, f"{count} mismatches, first (input, fast, cast): {first}"
+    sample = np.concatenate([f32_specials(), u[::1999]])  # and the independent reference, on a sample
+    assert np.array_equal(fast_f16(sample), reference("F32", "F16", sample))
+
+
+def test_fast_bf16_is_bit_exact_with_the_plain_formula_in_every_class():
+    u = f32_class_patterns()
+    first, count = _mismatches(u, fast_bf16(u), plain_bf16(u))
+    assert count == 0, f"{count} mismatches, first (input, fast, plain): {first}"
+
+
+@pytest.mark.skipif(os.environ.get("ASCENDAI_EXHAUSTIVE") != "1",
+                    reason="all 2^32 fp32 patterns take about a minute; set ASCENDAI_EXHAUSTIVE=1 to run them")
+def test_fast_kernels_are_bit_exact_on_all_float32_patterns():
+    step = 2 ** 24
+    for start in range(0, 2 ** 32, step):
+        u = np.arange(start, start + step, dtype=np.uint64).astype(np.uint32)
+        first, count = _mismatches(u, fast_f16(u), sc._f32_to_f16_cast(u))
+        assert count == 0, f"f16: {count} mismatches from {start:#x}, first (input, fast, cast): {first}"
+        first, count = _mismatches(u, fast_bf16(u), plain_bf16(u))
+        assert count == 0, f"bf16: {count} mismatches from {start:#x}, first (input, fast, plain): {first}"
+
+
 # --------------------------------------------------------------------------- safetensors files (test-side writer)
 
 
@@ -455,12 +534,12 @@ def test_interrupted_run_leaves_old_state(tmp_path, monkeypatch, fail_at):
     calls = {"n": 0}
     real_write = sc._write_all
 
-    def failing_write(fd, data):
+    def failing_write(fd, data, offset=None):
         calls["n"] += 1
         if calls["n"] == fail_at:
-            real_write(fd, bytes(data)[:3])  # half a write, then the "crash"
+            real_write(fd, bytes(data)[:3], offset)  # half a write, then the "crash"
             raise OSError(28, "No space left on device")
-        real_write(fd, data)
+        real_write(fd, data, offset)
 
     monkeypatch.setattr(sc, "_write_all", failing_write)
     with pytest.raises(OSError, match="No space"):
@@ -571,13 +650,72 @@ def test_memory_bounded_by_chunks_not_tensor(tmp_path):
     write_st(os.path.join(src, "model.safetensors"), {"w": ("F32", (1024, 8192), big.tobytes())})
     tracemalloc.start()
     try:
-        sc.convert_model(src, dest, "bfloat16", chunk_bytes=256 * 1024)
+        sc.convert_model(src, dest, "bfloat16", chunk_bytes=256 * 1024, threads=2)
         _cur, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert peak < 4 * 1024 * 1024, peak  # a few 256 KiB chunk buffers, not the 32 MiB tensor
     w = load_dest(dest)["w"]
     assert np.array_equal(np.frombuffer(w[2], np.uint16)[:1000], reference("F32", "BF16", big.view(np.uint32)[:1000]))
+
+
+def shard_digests(d):
+    return {k: v for k, v in tree_digest(d).items() if k != sc.MARKER_NAME}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("chunk_bytes", [64, 100, 4096])
+def test_threads_write_the_same_bytes_as_one_thread(tmp_path, dtype, chunk_bytes):
+    src = str(tmp_path / "src")
+    make_model(src)
+    one, many = str(tmp_path / "one"), str(tmp_path / "many")
+    sc.convert_model(src, one, dtype, max_shard_size="5KB", chunk_bytes=chunk_bytes, threads=1, fsync=False)
+    sc.convert_model(src, many, dtype, max_shard_size="5KB", chunk_bytes=chunk_bytes, threads=3)
+    assert shard_digests(one) == shard_digests(many)
+    assert len([f for f in os.listdir(many) if f.endswith(".safetensors")]) > 1
+
+
+def test_unchanged_tensors_copied_without_copy_file_range(tmp_path, monkeypatch):
+    """Where copy_file_range is refused (another filesystem, an old kernel), the bytes go through pread/pwrite."""
+    src = str(tmp_path / "src")
+    built = make_model(src)
+    sc.convert_model(src, str(tmp_path / "kernel"), "float16", max_shard_size="5KB", threads=2)
+
+    def refuse(*_a, **_k):
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(sc.os, "copy_file_range", refuse, raising=False)
+    sc.convert_model(src, str(tmp_path / "user"), "float16", max_shard_size="5KB", threads=2, chunk_bytes=64)
+    assert shard_digests(str(tmp_path / "kernel")) == shard_digests(str(tmp_path / "user"))
+    got = load_dest(str(tmp_path / "user"))
+    for name in ("position_ids", "mask", "fp8.scale_like"):
+        assert got[name][2] == built[name][2]
+
+
+def test_an_error_in_a_worker_thread_stops_the_run_and_leaves_the_old_state(tmp_path, monkeypatch):
+    import threading
+    src, dest = str(tmp_path / "src"), str(tmp_path / "dest")
+    make_model(src)
+    sc.convert_model(src, dest, "float16", max_shard_size="3KB")
+    before, threads_before = tree_digest(dest), threading.active_count()
+    real_do_item = sc._do_item
+    failed = threading.Event()
+
+    def do_item(item, out_fd, work):
+        if threading.current_thread() is threading.main_thread():
+            assert failed.wait(30)  # this thread carries on only once another one has failed
+        else:
+            real_do_item(item, out_fd, work)
+            failed.set()
+            raise OSError(28, "No space left on device")
+        return real_do_item(item, out_fd, work)
+
+    monkeypatch.setattr(sc, "_do_item", do_item)
+    with pytest.raises(OSError, match="No space"):
+        sc.convert_model(src, dest, "bfloat16", max_shard_size="3KB", chunk_bytes=64, threads=3)
+    assert tree_digest(dest) == before  # the old conversion, untouched
+    assert sorted(os.listdir(str(tmp_path))) == ["dest", "src"]  # temp dir removed
+    assert threading.active_count() == threads_before  # the worker threads were joined
 
 
 @pytest.mark.parametrize("text,want", [("5GB", 5 * 10 ** 9), ("500MB", 5 * 10 ** 8), ("2GiB", 2 * 2 ** 30),
