@@ -261,8 +261,11 @@ class CallbackModule(CallbackBase):
 
     def _add(self, result, what):
         host, role = self._key(result)
-        c = self.counts.setdefault(host, {}).setdefault(role, {"tasks": 0, "runs": 0, "skipped": 0})
+        c = self.counts.setdefault(host, {}).setdefault(role, {"tasks": 0, "runs": 0, "skipped": 0, "loops": {}})
         c[what] += 1
+        if what == "runs" and result._result.get("_ansible_item_label", result._result.get("item")) is not None:
+            name = result._task.get_name()
+            c["loops"][name] = c["loops"].get(name, 0) + 1
 
     def _task(self, result, skipped=False):
         self._add(result, "tasks")
@@ -452,15 +455,21 @@ class Bench:
             fsecs, frss, fload, ftext = self.play("floor", floor_path, n)
             results[n] = {"noop": secs, "floor": fsecs, "rss": rss, "floor_rss": frss, "load": load,
                           "tasks": count, "recap": first, "floor_recap": parse_recap(ftext)[sorted(recap)[0]]}
+            with open(os.path.join(self.logdir, "results.json"), "w") as fh:
+                json.dump({"results": results, "notes": notes}, fh, indent=1)
+            log("so far:\n" + format_table(report_rows(results)))
         profile = None
         if not a.no_profile:
             env = {"ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks,ansible.posix.profile_roles,scale_count",
                    "ANSIBLE_CALLBACK_PLUGINS": self.callback_dir,
                    "SCALE_COUNT_FILE": os.path.join(self.logdir, "counts.json"),
                    "PROFILE_TASKS_TASK_OUTPUT_LIMIT": str(a.top), "PROFILE_TASKS_SORT_ORDER": "descending"}
-            secs, rss, load, text = self.play("profile", self.playbook, nmax, env)
-            with open(env["SCALE_COUNT_FILE"]) as fh:
-                profile = {"secs": secs, "rows": parse_profile(text), "counts": json.load(fh)}
+            try:
+                secs, rss, load, text = self.play("profile", self.playbook, nmax, env)
+                with open(env["SCALE_COUNT_FILE"]) as fh:
+                    profile = {"secs": secs, "rows": parse_profile(text), "counts": json.load(fh)}
+            except (SystemExit, OSError, ValueError) as exc:
+                notes.append("the profile run failed: %s" % exc)
         self.report(results, notes, profile)
 
     def report(self, results, notes, profile):
@@ -486,7 +495,11 @@ class Bench:
             host = sorted(profile["counts"])[0]
             print("\nper role on %s: task results / module runs (loop items counted) / skipped:" % host)
             for role, c in sorted(profile["counts"][host].items()):
-                print("  %-16s %4d / %4d / %4d" % (role, c["tasks"], c["runs"], c["skipped"]))
+                print("  %-30s %4d / %4d / %4d" % (role, c["tasks"], c["runs"], c["skipped"]))
+            print("\nloops on %s (module runs per task, one per item):" % host)
+            for role, c in sorted(profile["counts"][host].items()):
+                for name, items in sorted(c.get("loops", {}).items(), key=lambda kv: -kv[1]):
+                    print("  %3d  %s : %s" % (items, role, name))
         print("uptime: " + sh(["uptime"]).stdout.strip())
         print("logs: " + self.logdir)
 
