@@ -260,9 +260,19 @@ def run(p, check_mode):
                              status_file=p["status_file"], check_mode=check_mode,
                              manifest_label=(p["prefix"].strip("/") + "/") if p["prefix"] else "the selected files")
     except BundleError as exc:
-        raise BundleError(f"{exc} {hint}".strip()) from None
+        raise BundleError(with_hint(str(exc), hint)) from None
     result.update(common)
     return result
+
+
+def with_hint(msg, hint):
+    """``msg`` ended as a sentence, then ``hint``."""
+    msg = msg.rstrip()
+    if hint and msg.endswith(hint):
+        return msg
+    if hint and msg and msg[-1] not in ".!?":
+        msg += "."
+    return f"{msg} {hint}".strip()
 
 
 def main():
@@ -296,7 +306,8 @@ def main():
     try:
         result = run(p, module.check_mode)
     except BundleError as exc:
-        module.fail_json(msg=str(exc), dest=p["dest"], files=p["files"], prefix=p["prefix"])
+        # not dest=: fail_json would add that path's owner, mode and size to the result
+        module.fail_json(msg=str(exc), files=p["files"], prefix=p["prefix"])
     except OSError as exc:
         module.fail_json(msg=f"bundle_fetch into {p['dest']} failed: {exc}. {p['hint'] or ''}".strip())
 

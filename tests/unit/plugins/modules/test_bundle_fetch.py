@@ -86,7 +86,7 @@ def test_a_damaged_download_is_removed_and_named(server, tmp_path, capsys):
         f.write(b"tampered")
     dest = str(tmp_path / "stage")
     res = run_module(capsys, {"src": server.url, "files": [FIRMWARE], "dest": dest, "hint": HINT, "retries": 0})
-    assert res["failed"] is True and res["msg"].endswith(HINT)
+    assert res["failed"] is True and res["msg"].endswith(". " + HINT) and "uid" not in res
     assert re.search(r"firmware_7.7.0.6.236.run: (the server sends more|sha256 [0-9a-f]{64} does not match)",
                      res["msg"])
     assert not os.path.exists(os.path.join(dest, os.path.basename(FIRMWARE)))
