@@ -20,6 +20,7 @@ import ctypes
 import errno
 import hashlib
 import json
+import mmap
 import os
 import re
 import shutil
@@ -666,9 +667,16 @@ def default_threads():
     return max(1, min(8, cpus))
 
 
-def _shard_items(shard, out_fd, fds, chunk_bytes):
-    """The pieces of work of one shard, in file order: ("copy"|"convert", entry, src_fd, src_offset, count,
-    out_offset) with count in bytes for a copy and in elements for a conversion."""
+# Source bytes one conversion item maps at a time: big enough that mapping costs little per byte, small enough that
+# threads * window stays a few tens of MiB of resident (mapped page cache) memory.
+WINDOW_BYTES = 8 * 1024 * 1024
+_MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)  # Linux, Python 3.10+: the page tables are filled in one call
+USE_MMAP = hasattr(mmap, "PROT_READ")
+
+
+def _shard_items(shard, fds, chunk_bytes):
+    """The pieces of work of one shard, in file order: ("copy"|"convert"|"torch", entry, src_fd, src_offset,
+    count, out_offset) with count in bytes for a copy and in elements for a conversion."""
     out_offset = len(shard["header"])
     for entry in shard["tensors"]:
         t = entry["src"]
@@ -687,26 +695,69 @@ def _shard_items(shard, out_fd, fds, chunk_bytes):
         else:
             size, osize = ITEMSIZE[t["dtype"]], ITEMSIZE[entry["dtype"]]
             elems = max(1, chunk_bytes // 4)  # what the work buffers hold (widened to fp32)
+            elems *= max(1, WINDOW_BYTES // (elems * size))
             for first in range(0, t["numel"], elems):
                 n = min(elems, t["numel"] - first)
                 yield ("convert", entry, fd, t["begin"] + first * size, n, out_offset + first * osize)
         out_offset += entry["nbytes"]
 
 
+def _map_window(fd, offset, nbytes, align):
+    """Map ``nbytes`` of the file at ``offset`` read-only; returns (mmap, start of the bytes in it) or None where
+    mapping is not possible or the bytes would not be aligned for their dtype (then the caller preads)."""
+    if not USE_MMAP or offset % align:
+        return None
+    start = offset - offset % mmap.ALLOCATIONGRANULARITY
+    try:
+        if os.fstat(fd).st_size < offset + nbytes:
+            raise ConvertError("a source file became shorter during the conversion; it is being changed (a "
+                               "download still running?): run again once it is complete")
+        mapped = mmap.mmap(fd, offset + nbytes - start, flags=mmap.MAP_SHARED | _MAP_POPULATE,
+                           prot=mmap.PROT_READ, offset=start)
+    except (OSError, ValueError, OverflowError):
+        return None
+    return mapped, offset - start
+
+
+def _convert_window(entry, fd, offset, count, out_offset, out_fd, work):
+    """Convert ``count`` elements at ``offset`` chunk by chunk (the chunk fits the work buffers, which stay in the
+    CPU's cache), read through one mapping of the window (no copy into a buffer) or by pread."""
+    src_dtype, dst_dtype = entry["src"]["dtype"], entry["dtype"]
+    size, osize = ITEMSIZE[src_dtype], ITEMSIZE[dst_dtype]
+    window = _map_window(fd, offset, count * size, size)
+    done = 0
+    try:
+        while done < count:
+            n = min(work.n, count - done)
+            if window is not None:
+                raw = np.frombuffer(window[0], dtype=np.uint8, count=n * size, offset=window[1] + done * size)
+            else:
+                raw = work.src[:n * size]
+                _pread_into(fd, raw, offset + done * size)
+            data = convert_chunk(src_dtype, dst_dtype, raw, work)
+            raw = None  # the mapping can be closed only once no array looks into it
+            _write_all(out_fd, data, out_offset + done * osize)
+            done += n
+    finally:
+        if window is not None:
+            raw = None
+            try:
+                window[0].close()
+            except BufferError:  # an array from an exception's traceback still looks into it: the GC unmaps it
+                pass
+    return count * osize
+
+
 def _do_item(item, out_fd, work):
+    """Do one piece of work; returns the bytes written."""
     kind, entry, fd, offset, count, out_offset = item
     if kind == "torch":
         _write_all(out_fd, entry["src"]["tensor"], out_offset)
-    elif kind == "copy":
+        return entry["nbytes"]
+    if kind == "copy":
         _copy_range(fd, out_fd, offset, count, work.src if work else bytearray(1 << 22), out_offset)
-    else:
-        src_dtype = entry["src"]["dtype"]
-        raw = work.src[:count * ITEMSIZE[src_dtype]]
-        _pread_into(fd, raw, offset)
-        data = convert_chunk(src_dtype, entry["dtype"], raw, work)
-        _write_all(out_fd, data, out_offset)
-        return data.nbytes
-    return count if kind == "copy" else 0
+        return count
+    return _convert_window(entry, fd, offset, count, out_offset, out_fd, work)
 
 
 def _run_items(items, out_fd, works, writeback):
@@ -772,7 +823,7 @@ def write_shards(shards, outdir, chunk_bytes=DEFAULT_CHUNK_BYTES, fsync=True, th
             out_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
                 _write_all(out_fd, shard["header"])
-                _run_items(_shard_items(shard, out_fd, fds, chunk_bytes), out_fd, works, fsync)
+                _run_items(_shard_items(shard, fds, chunk_bytes), out_fd, works, fsync)
                 if fsync:
                     os.fsync(out_fd)
             finally:

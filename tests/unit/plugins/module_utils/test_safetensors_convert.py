@@ -322,8 +322,9 @@ def test_fast_kernels_are_bit_exact_on_all_float32_patterns():
 # --------------------------------------------------------------------------- safetensors files (test-side writer)
 
 
-def write_st(path, tensors, metadata=None):
-    """Minimal independent safetensors writer: {name: (dtype, shape, raw bytes)}."""
+def write_st(path, tensors, metadata=None, pad=False):
+    """Minimal independent safetensors writer: {name: (dtype, shape, raw bytes)}; with ``pad``, the header padded
+    with spaces to a multiple of 8 bytes as the safetensors library does (so that the tensors are aligned)."""
     header, offset, blobs = {}, 0, []
     if metadata:
         header["__metadata__"] = metadata
@@ -332,6 +333,8 @@ def write_st(path, tensors, metadata=None):
         offset += len(raw)
         blobs.append(raw)
     text = json.dumps(header).encode()
+    if pad:
+        text += b" " * (-(8 + len(text)) % 8)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
@@ -347,7 +350,7 @@ def read_st(path):
             for k, v in header.items()}, meta
 
 
-def make_model(d, n_layers=3, shards=2):
+def make_model(d, n_layers=3, shards=2, pad=False):
     """A small Llama-like fp32 model with specials in its weights, plus int64/bool/f8 tensors and extra files."""
     os.makedirs(d, exist_ok=True)
     rng = np.random.default_rng(3)
@@ -378,7 +381,7 @@ def make_model(d, n_layers=3, shards=2):
     for s in range(shards):
         fname = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
         part = {k: built[k] for k in names[s * per:(s + 1) * per]}
-        write_st(os.path.join(d, fname), part, {"format": "pt"})
+        write_st(os.path.join(d, fname), part, {"format": "pt"}, pad=pad)
         weight_map.update({k: fname for k in part})
     with open(os.path.join(d, sc.INDEX_NAME), "w") as f:
         json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f)
@@ -664,15 +667,39 @@ def shard_digests(d):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
-@pytest.mark.parametrize("chunk_bytes", [64, 100, 4096])
-def test_threads_write_the_same_bytes_as_one_thread(tmp_path, dtype, chunk_bytes):
+@pytest.mark.parametrize("chunk_bytes,window", [(64, 1000), (100, 8 << 20), (4096, 4096)])
+@pytest.mark.parametrize("mapped", [True, False])
+def test_threads_write_the_same_bytes_as_one_thread(tmp_path, monkeypatch, dtype, chunk_bytes, window, mapped):
+    """Many threads, windows of several chunks, mapped or pread: the same bytes as one thread with pread."""
     src = str(tmp_path / "src")
-    make_model(src)
+    make_model(src, pad=True)  # aligned tensors, which are mapped
     one, many = str(tmp_path / "one"), str(tmp_path / "many")
+    monkeypatch.setattr(sc, "USE_MMAP", False)
     sc.convert_model(src, one, dtype, max_shard_size="5KB", chunk_bytes=chunk_bytes, threads=1, fsync=False)
+    monkeypatch.setattr(sc, "USE_MMAP", mapped)
+    monkeypatch.setattr(sc, "WINDOW_BYTES", window)
+    maps, real_map = [], sc._map_window
+    monkeypatch.setattr(sc, "_map_window", lambda *a: maps.append(real_map(*a)) or maps[-1])
     sc.convert_model(src, many, dtype, max_shard_size="5KB", chunk_bytes=chunk_bytes, threads=3)
+    assert any(m is not None for m in maps) == mapped
     assert shard_digests(one) == shard_digests(many)
     assert len([f for f in os.listdir(many) if f.endswith(".safetensors")]) > 1
+
+
+def test_a_source_shortened_during_the_run_is_an_error_not_a_crash(tmp_path):
+    """Reading past the end of a mapped file kills the process (SIGBUS); the size is checked before each mapping."""
+    path = tmp_path / "shard.safetensors"
+    path.write_bytes(bytes(8192))
+    fd = os.open(str(path), os.O_RDONLY)
+    try:
+        window = sc._map_window(fd, 4096, 4096, 4)
+        assert window is not None and bytes(window[0][window[1]:window[1] + 4]) == bytes(4)
+        window[0].close()
+        os.truncate(str(path), 6000)
+        with pytest.raises(sc.ConvertError, match="became shorter"):
+            sc._map_window(fd, 4096, 4096, 4)
+    finally:
+        os.close(fd)
 
 
 def test_unchanged_tensors_copied_without_copy_file_range(tmp_path, monkeypatch):
