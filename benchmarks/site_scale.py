@@ -295,6 +295,16 @@ class CallbackModule(CallbackBase):
 '''
 
 
+def collection_tree(checkout):
+    """The collections path in which ascendai.vllm is `checkout` (a checkout of this repository)."""
+    tree = os.path.join(checkout, ".cache", "collections")
+    link = os.path.join(tree, "ansible_collections", "ascendai", "vllm")
+    if not os.path.islink(link):
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        os.symlink(os.path.abspath(checkout), link)
+    return tree
+
+
 def log(msg):
     print("[site_scale] %s" % msg, file=sys.stderr, flush=True)
 
@@ -316,7 +326,7 @@ class Bench:
         self.tmp = tempfile.mkdtemp(prefix="ascendai-scale-")
         self.logdir = args.logdir or self.tmp
         os.makedirs(self.logdir, exist_ok=True)
-        self.env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
+        self.env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collection_tree(args.collection or ROOT),
                         ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                         ANSIBLE_FORCE_COLOR="0", ANSIBLE_RETRY_FILES_ENABLED="0")
         self.env["PATH"] = os.path.join(ROOT, ".venv", "bin") + os.pathsep + self.env.get("PATH", "")
@@ -476,6 +486,7 @@ class Bench:
         forks = sh(["ansible-config", "dump", "--only-changed"], cwd=ROOT, env=self.env, check=False).stdout
         forks = next((ln for ln in forks.splitlines() if ln.startswith("DEFAULT_FORKS")), "DEFAULT_FORKS: 5")
         print()
+        print("collection: %s" % (self.args.collection or ROOT))
         print("site_scale: os_prep, python_runtime, ascend_driver, ascend_cann, model on the simulated node image,"
               " community.docker.docker, %s, %d CPUs" % (forks, os.cpu_count()))
         print("floor: facts in each of the %d plays + ping tasks to match the no-op run's ok+changed+skipped per host"
@@ -530,6 +541,8 @@ def main(argv=None):
     ap.add_argument("--no-profile", action="store_true", help="skip the profile_tasks run")
     ap.add_argument("--port", type=int, default=DEFAULT_PORT, help="bundle HTTP port (default %d)" % DEFAULT_PORT)
     ap.add_argument("--top", type=int, default=25, help="profile_tasks rows to print")
+    ap.add_argument("--collection", help="run the roles of this checkout of the repository (e.g. an unpacked "
+                    "`git archive` of an older commit) instead of this one's")
     ap.add_argument("--logdir", help="where the ansible-playbook outputs go (default: a temp dir)")
     args = ap.parse_args(argv)
     args.nodes = sorted({int(x) for x in args.nodes.split(",") if x.strip()})
