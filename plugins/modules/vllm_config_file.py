@@ -123,6 +123,9 @@ def _read(path):
 
 def _check(module, data, dest):
     """``(checked, problems, vllm_version)`` for ``data`` written to a temporary file next to ``dest``."""
+    # ansible.module_utils.basic replaces sys.intern by a patch object; torch._dynamo, which vLLM imports, refuses
+    # it ("substitute_in_graph expects a function"): vLLM gets the real one.
+    sys.intern = getattr(type(sys.intern), "unpatched_implementation", sys.intern)
     try:
         parser, top, validate = vllm_serve_parser()
     except Exception as exc:  # noqa: BLE001  # pylint: disable=broad-except  # any import failure of vLLM
