@@ -24,12 +24,31 @@ description:
     equal, V(downgrade) when newer and O(allow_downgrade=true), V(refuse) when newer otherwise.
   - Changes nothing on the node; it runs in check mode too. In check mode a O(package) that is not on the node
     yet (it would have been copied there) is skipped and O(version) is used.
+  - With O(kinds) it reads several packages in one run (one task per role, whatever the number of packages) and
+    returns each one's result in RV(results), in the order of O(kinds).
 options:
   kind:
-    description: Which package.
+    description: Which package. One of O(kind) and O(kinds) is required.
     type: str
-    required: true
     choices: [driver, firmware, toolkit, kernels, nnal]
+  kinds:
+    description:
+      - Several packages read in one run; each one's package is O(package_dir)/O(package_files)[kind] when
+        O(package_files) names it, and its wanted version O(versions)[kind], else O(version).
+    type: list
+    elements: str
+    choices: [driver, firmware, toolkit, kernels, nnal]
+  package_dir:
+    description: With O(kinds), the directory on the node that holds the packages named in O(package_files).
+    type: path
+  package_files:
+    description: With O(kinds), the package file name of each kind (kinds it does not name are read installed only).
+    type: dict
+    default: {}
+  versions:
+    description: With O(kinds), the wanted version of each kind (kinds it does not name take O(version)).
+    type: dict
+    default: {}
   package:
     description:
       - Path of the C(.run) package on the node. Without it only the installed version is read and
@@ -87,16 +106,36 @@ EXAMPLES = r"""
   ascendai.vllm.ascend_package_info:
     kind: toolkit
     version: 8.3.RC2
+
+- name: Read the CANN packages in one run
+  ascendai.vllm.ascend_package_info:
+    kinds: [toolkit, kernels, nnal]
+    package_dir: /var/cache/ascendai/huawei
+    package_files:
+      toolkit: Ascend-cann-toolkit_8.3.RC2_linux-aarch64.run
+      kernels: Ascend-cann-kernels-910b_8.3.RC2_linux-aarch64.run
+      nnal: Ascend-cann-nnal_8.3.RC2_linux-aarch64.run
+    version: 8.3.RC2
+  register: cann
+
+- name: Say what each would do
+  ansible.builtin.debug:
+    msg: "{{ cann.results | items2dict(key_name='kind', value_name='action') }}"
 """
 
 RETURN = r"""
+results:
+  description: With O(kinds), one result per kind, in the order of O(kinds), each with the keys below.
+  returned: with O(kinds)
+  type: list
+  elements: dict
 kind:
   description: The O(kind) read.
-  returned: always
+  returned: with O(kind)
   type: str
 installed:
   description: The installed package; C(version) null when none is installed.
-  returned: always
+  returned: with O(kind)
   type: dict
   contains:
     version:
@@ -112,7 +151,7 @@ installed:
       type: dict
 package:
   description: The package read with O(package); null without O(package) (or in check mode before it is copied).
-  returned: always
+  returned: with O(kind)
   type: dict
   contains:
     file:
@@ -132,11 +171,11 @@ package:
       sample: Verifying archive integrity...  100%   SHA256 checksums are OK. All good.
 wanted:
   description: The wanted version (the package's, else O(version)); null when neither is known.
-  returned: always
+  returned: with O(kind)
   type: str
 action:
   description: V(full), V(upgrade), V(none), V(downgrade) or V(refuse); null when the wanted version is unknown.
-  returned: always
+  returned: with O(kind)
   type: str
   sample: upgrade
 """
@@ -202,42 +241,64 @@ def read_package(module, kind, package):
     return None
 
 
+def read_one(module, kind, package_path, version, arch):
+    """One kind: the installed version, the package (when given) and the action."""
+    params = module.params
+    installed = read_installed(kind, params["install_path"], arch)
+    package = None
+    if package_path:
+        if os.path.isfile(package_path):
+            package = read_package(module, kind, package_path)
+        elif not module.check_mode:
+            module.fail_json(msg=f"package {package_path} does not exist on the node")
+        if package is not None and not package["version"]:
+            module.fail_json(msg=f"{package_path}: the extracted {package['info_file']} names no version")
+    wanted = package["version"] if package else version
+    try:
+        if package and version and compare_versions(package["version"], version) != 0:
+            module.fail_json(msg=f"{package_path} holds {kind} {package['version']}, not the wanted "
+                                 f"{version}: the file is misnamed or the wrong one.",
+                             package=package)
+        action = plan_action(installed["version"], wanted, params["allow_downgrade"]) if wanted else None
+    except AscendVersionError as exc:
+        module.fail_json(msg=f"{kind}: {exc}", installed=installed, package=package)
+    return {"kind": kind, "installed": installed, "package": package, "wanted": wanted, "action": action}
+
+
 def main():
+    kinds = ["driver", "firmware", "toolkit", "kernels", "nnal"]
     module = AnsibleModule(
         argument_spec={
-            "kind": {"type": "str", "required": True, "choices": ["driver", "firmware", "toolkit", "kernels", "nnal"]},
+            "kind": {"type": "str", "choices": kinds},
+            "kinds": {"type": "list", "elements": "str", "choices": kinds},
             "package": {"type": "path"},
+            "package_dir": {"type": "path"},
+            "package_files": {"type": "dict", "default": {}},
             "version": {"type": "str"},
+            "versions": {"type": "dict", "default": {}},
             "install_path": {"type": "path", "default": "/usr/local/Ascend"},
             "arch": {"type": "str"},
             "allow_downgrade": {"type": "bool", "default": False},
             "integrity_check": {"type": "bool", "default": True},
         },
+        mutually_exclusive=[["kind", "kinds"], ["package", "kinds"]],
+        required_one_of=[["kind", "kinds"]],
         supports_check_mode=True,
     )
     params = module.params
-    kind = params["kind"]
     arch = params["arch"] or platform.machine()
-    installed = read_installed(kind, params["install_path"], arch)
-
-    package = None
-    if params["package"]:
-        if os.path.isfile(params["package"]):
-            package = read_package(module, kind, params["package"])
-        elif not module.check_mode:
-            module.fail_json(msg=f"package {params['package']} does not exist on the node")
-        if package is not None and not package["version"]:
-            module.fail_json(msg=f"{params['package']}: the extracted {package['info_file']} names no version")
-    wanted = package["version"] if package else params["version"]
-    try:
-        if package and params["version"] and compare_versions(package["version"], params["version"]) != 0:
-            module.fail_json(msg=f"{params['package']} holds {kind} {package['version']}, not the wanted "
-                                 f"{params['version']}: the file is misnamed or the wrong one.",
-                             package=package)
-        action = plan_action(installed["version"], wanted, params["allow_downgrade"]) if wanted else None
-    except AscendVersionError as exc:
-        module.fail_json(msg=f"{kind}: {exc}", installed=installed, package=package)
-    module.exit_json(changed=False, kind=kind, installed=installed, package=package, wanted=wanted, action=action)
+    if params["kind"]:
+        module.exit_json(changed=False, **read_one(module, params["kind"], params["package"], params["version"], arch))
+    files = params["package_files"]
+    if any(files.get(kind) for kind in params["kinds"]) and not params["package_dir"]:
+        module.fail_json(msg="package_files names packages of %s: package_dir is needed to find them"
+                             % ", ".join(k for k in params["kinds"] if files.get(k)))
+    results = []
+    for kind in params["kinds"]:
+        path = os.path.join(params["package_dir"], files[kind]) if files.get(kind) else None
+        version = params["versions"].get(kind) or params["version"]
+        results.append(read_one(module, kind, path, str(version) if version else None, arch))
+    module.exit_json(changed=False, results=results)
 
 
 if __name__ == "__main__":

@@ -153,3 +153,47 @@ def test_toolkit_installed_cann_85_layout(tmp_path):
     assert kind is AnsibleExitJson, res
     assert (res["installed"]["version"], res["action"]) == ("8.5.0", "upgrade")
     assert res["installed"]["file"].endswith("/cann/x86_64-linux/ascend_toolkit_install.info")
+
+
+def test_kinds_read_several_packages_in_one_run(pkgs, tmp_path):
+    """Issue 20: the scan of the packages and installed versions is one module run per role, whatever the number of
+    packages; each result is what the one-kind form returns for that kind, in the order asked."""
+    install_driver(str(tmp_path), "24.1.rc3")
+    pkg_dir = os.path.dirname(pkgs["n+1"]["driver"])
+    assert os.path.dirname(pkgs["n+1"]["firmware"]) == pkg_dir
+    kind, res = run({"kinds": ["firmware", "driver"], "package_dir": pkg_dir,
+                     "package_files": {k: os.path.basename(pkgs["n+1"][k]) for k in ("driver", "firmware")},
+                     "versions": {"driver": "25.2.0"}, "install_path": str(tmp_path)})
+    assert kind is AnsibleExitJson, res
+    assert res["changed"] is False and [r["kind"] for r in res["results"]] == ["firmware", "driver"]
+    for one in res["results"]:
+        single_kind, single = run({"kind": one["kind"], "package": pkgs["n+1"][one["kind"]],
+                                   "version": "25.2.0" if one["kind"] == "driver" else None,
+                                   "install_path": str(tmp_path)})
+        assert single_kind is AnsibleExitJson
+        assert {k: single[k] for k in one} == one
+    assert [(r["installed"]["version"], r["wanted"], r["action"]) for r in res["results"]] == [
+        (None, "7.7.0.1.231", "full"), ("24.1.rc3", "25.2.0", "upgrade")]
+
+
+def test_kinds_without_packages_read_the_installed_versions(tmp_path):
+    install_driver(str(tmp_path), "25.2.0")
+    kind, res = run({"kinds": ["driver", "firmware"], "version": "25.2.0", "versions": {"firmware": "7.7.0.1.231"},
+                     "install_path": str(tmp_path)})
+    assert kind is AnsibleExitJson, res
+    assert [(r["kind"], r["installed"]["version"], r["package"], r["action"]) for r in res["results"]] == [
+        ("driver", "25.2.0", None, "none"), ("firmware", None, None, "full")]
+    kind, res = run({"kinds": [], "install_path": str(tmp_path)})
+    assert kind is AnsibleExitJson and res["results"] == []
+
+
+def test_kinds_fail_like_one_kind_and_need_the_package_dir(pkgs, tmp_path):
+    kind, res = run({"kinds": ["driver"], "package_dir": os.path.dirname(pkgs["n"]["driver"]),
+                     "package_files": {"driver": os.path.basename(pkgs["n"]["driver"])}, "version": "25.2.0",
+                     "install_path": str(tmp_path)})
+    assert kind is AnsibleFailJson and "holds driver 24.1.rc3, not the wanted 25.2.0" in res["msg"]
+    kind, res = run({"kinds": ["driver"], "package_files": {"driver": "x.run"}, "install_path": str(tmp_path)})
+    assert kind is AnsibleFailJson and res["msg"] == "package_files names packages of driver: package_dir is needed " \
+        "to find them"
+    kind, res = run({"kind": "driver", "kinds": ["driver"], "install_path": str(tmp_path)})
+    assert kind is AnsibleFailJson and "mutually exclusive" in res["msg"]
