@@ -468,6 +468,17 @@ class Bench:
             with open(os.path.join(self.logdir, "results.json"), "w") as fh:
                 json.dump({"results": results, "notes": notes}, fh, indent=1)
             log("so far:\n" + format_table(report_rows(results)))
+        if a.compare:
+            env = {"ANSIBLE_COLLECTIONS_PATH": collection_tree(a.compare)}
+            secs, rss, load, text = self.play("compare", self.playbook, nmax, env)
+            recap = parse_recap(text)
+            bad = changed_hosts(recap)
+            if bad:
+                notes.append("--compare N=%d: the no-op run changed something on %s" % (nmax, ", ".join(bad)))
+            results[nmax]["compare"] = {"noop": secs, "rss": rss, "load": load, "tasks": tasks_per_host(recap)[0],
+                                        "recap": recap[sorted(recap)[0]]}
+            with open(os.path.join(self.logdir, "results.json"), "w") as fh:
+                json.dump({"results": results, "notes": notes}, fh, indent=1)
         profile = None
         if not a.no_profile:
             env = {"ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks,ansible.posix.profile_roles,scale_count",
@@ -496,6 +507,13 @@ class Bench:
             r = results[n]
             print("N=%d no-op recap (first host): %s; floor recap: %s" % (n, r["recap"], r["floor_recap"]))
             print("N=%d floor peak RSS: %.0f MiB" % (n, r["floor_rss"] / 2**20))
+        c = results[max(results)].get("compare")
+        if c:
+            r = results[max(results)]
+            print("N=%d no-op with %s: %.1f s (this checkout: %.1f s, %+.1f%%), %d task results per host (here %d),"
+                  " peak RSS %.0f MiB, load %s; recap %s" % (
+                      max(results), self.args.compare, c["noop"], r["noop"], 100 * (r["noop"] / c["noop"] - 1),
+                      c["tasks"], r["tasks"], c["rss"] / 2**20, c["load"], c["recap"]))
         for note in notes:
             print("NOTE: " + note)
         if profile:
@@ -543,6 +561,8 @@ def main(argv=None):
     ap.add_argument("--top", type=int, default=25, help="profile_tasks rows to print")
     ap.add_argument("--collection", help="run the roles of this checkout of the repository (e.g. an unpacked "
                     "`git archive` of an older commit) instead of this one's")
+    ap.add_argument("--compare", help="also time the largest N's no-op run with the roles of this checkout "
+                    "(before/after a fix, same nodes, same run)")
     ap.add_argument("--logdir", help="where the ansible-playbook outputs go (default: a temp dir)")
     args = ap.parse_args(argv)
     args.nodes = sorted({int(x) for x in args.nodes.split(",") if x.strip()})
