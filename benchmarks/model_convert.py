@@ -10,7 +10,9 @@ each in its own child process so its peak RSS can be read from wait4():
   naive-bf16  load every tensor (safetensors + torch), .to(bfloat16), save_file per shard
   naive-fp16  the same to float16 (numpy when torch is absent)
 
-GB/s is source bytes per wall-clock second. Run from the repository root:
+GB/s is source bytes per wall-clock second; "CPU s" is the child's user + system time (less sensitive than the
+wall clock to other work on the machine, which the load averages printed before and after show). The conversions
+use ascendai.vllm's default thread count (--threads to change it). Run from the repository root:
 
   .venv/bin/python benchmarks/model_convert.py --size-gb 4
 """
@@ -107,9 +109,9 @@ def make_model(path, size_bytes, seed=0, shard_bytes=2 * 10**9):
 # --------------------------------------------------------------------------- child workers
 
 
-def child_stream(src, dest, dtype):
+def child_stream(src, dest, dtype, threads=None):
     sc = _import_convert()
-    sc.convert_model(src, dest, dtype)
+    sc.convert_model(src, dest, dtype, threads=threads)
 
 
 def child_naive(src, dest, dtype):
@@ -143,7 +145,7 @@ def run_child(argv):
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed with {proc.returncode}")
-    return elapsed, usage.ru_maxrss * 1024  # Linux reports KiB
+    return elapsed, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime  # Linux reports KiB
 
 
 def dir_bytes(path):
@@ -156,14 +158,23 @@ def main():
     ap.add_argument("--workdir", default=None, help="where to put the models (default: a temp dir in /tmp)")
     ap.add_argument("--skip-naive", action="store_true", help="leave out the naive load-everything way")
     ap.add_argument("--keep", action="store_true", help="keep the files afterwards")
+    ap.add_argument("--threads", type=int, default=None, help="conversion threads (default: the module's choice)")
+    ap.add_argument("--repeat", type=int, default=1, help="run every way this many times (ratios use the best)")
     ap.add_argument("--child", nargs=4, metavar=("WAY", "SRC", "DEST", "DTYPE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         way, src, dest, dtype = args.child
         if way == "make":
             print(json.dumps(make_model(src, int(float(dtype) * 10**9))))
+        elif way == "info":
+            sc = _import_convert()
+            largest = max(t["end"] - t["begin"] for f in os.listdir(src) if f.endswith(".safetensors")
+                          for t in sc.read_header(os.path.join(src, f))[0])
+            print(json.dumps([int(dtype) or sc.default_threads(), largest]))
+        elif way == "stream":
+            child_stream(src, dest, dtype, args.threads)
         else:
-            {"stream": child_stream, "naive": child_naive}[way](src, dest, dtype)
+            child_naive(src, dest, dtype)
         return
 
     work = tempfile.mkdtemp(prefix="model-convert-bench-", dir=args.workdir)
@@ -178,11 +189,12 @@ def main():
         n_shards = len([f for f in os.listdir(src) if f.endswith(".safetensors")])
         print(f"synthetic fp32 model: {src_bytes / 1e9:.2f} GB, {n_tensors} tensors, {n_shards} shards "
               f"(made in {time.perf_counter() - t0:.1f} s)")
+        threads = [] if args.threads is None else ["--threads", str(args.threads)]
         ways = [("cp -r", ["cp", "-r", src, os.path.join(work, "out")]),
                 ("stream bf16", [sys.executable, __file__, "--child", "stream", src, os.path.join(work, "out"),
-                                 "bfloat16"]),
+                                 "bfloat16"] + threads),
                 ("stream fp16", [sys.executable, __file__, "--child", "stream", src, os.path.join(work, "out"),
-                                 "float16"])]
+                                 "float16"] + threads)]
         if not args.skip_naive:
             ways += [("naive bf16", [sys.executable, __file__, "--child", "naive", src, os.path.join(work, "out"),
                                      "bfloat16"]),
@@ -191,21 +203,32 @@ def main():
         ways.append(("cp -r again", ways[0][1]))
         subprocess.run(["cat"] + [os.path.join(src, f) for f in os.listdir(src)], stdout=subprocess.DEVNULL,
                        check=True)  # same (warm) page cache for every way
+        # asked of a child, so that this parent stays small (see above)
+        n_threads, largest = json.loads(subprocess.run(
+            [sys.executable, __file__, "--child", "info", src, "-", str(args.threads or 0)],
+            check=True, stdout=subprocess.PIPE, text=True).stdout)
+        print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+              f"{os.cpu_count()} CPUs; conversion threads: {n_threads}")
         rows = []
-        for label, argv in ways:
-            out = os.path.join(work, "out")
-            shutil.rmtree(out, ignore_errors=True)
-            subprocess.run(["sync"], check=True)
-            elapsed, rss = run_child(argv)
-            rows.append((label, elapsed, src_bytes / elapsed / 1e9, rss / 2**20, dir_bytes(out) / 1e9))
-            shutil.rmtree(out, ignore_errors=True)
-        print(f"{'way':<12} {'seconds':>9} {'GB/s':>8} {'peak RSS MiB':>13} {'out GB':>9}")
-        for label, elapsed, gbps, rss, outgb in rows:
-            print(f"{label:<12} {elapsed:9.2f} {gbps:8.2f} {rss:13.0f} {outgb:9.2f}")
-        cp = max(r[2] for r in rows if r[0].startswith("cp"))  # the faster of the two cp runs
-        for label, _e, gbps, _r, _o in rows:
-            if not label.startswith("cp"):
-                print(f"{label}: {gbps / cp:.2f}x the speed of the faster cp")
+        for _round in range(max(1, args.repeat)):
+            for label, argv in ways:
+                out = os.path.join(work, "out")
+                shutil.rmtree(out, ignore_errors=True)
+                subprocess.run(["sync"], check=True)
+                elapsed, rss, cpu = run_child(argv)
+                rows.append((label, elapsed, src_bytes / elapsed / 1e9, rss / 2**20, dir_bytes(out) / 1e9, cpu))
+                shutil.rmtree(out, ignore_errors=True)
+        print(f"load average after:  {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(f"{'way':<12} {'seconds':>9} {'GB/s':>8} {'CPU s':>7} {'peak RSS MiB':>13} {'out GB':>9}")
+        for label, elapsed, gbps, rss, outgb, cpu in rows:
+            print(f"{label:<12} {elapsed:9.2f} {gbps:8.2f} {cpu:7.2f} {rss:13.0f} {outgb:9.2f}")
+        cp = max(r[2] for r in rows if r[0].startswith("cp"))  # the fastest cp run
+        budget = (n_threads + 1) * largest / 2**20 + 100
+        for label in dict.fromkeys(r[0] for r in rows if not r[0].startswith("cp")):
+            best = max(r[2] for r in rows if r[0] == label)
+            rss = max(r[3] for r in rows if r[0] == label)
+            print(f"{label}: {best / cp:.2f}x the speed of the fastest cp; peak RSS {rss:.0f} MiB "
+                  f"(target <= (threads + 1) x largest tensor + 100 MB = {budget:.0f} MiB)")
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -490,7 +490,8 @@ def _f32_to_f16_cast(u):
     """fp32 bits -> fp16 bits through numpy's cast (IEEE round-to-nearest-even, overflow to inf), quiet NaN kept.
 
     The reference for :func:`_f32_to_f16` (the way every chunk went before), which gives the same bits in fewer
-    nanoseconds: numpy's cast is a scalar loop (its baseline build has no F16C). Used for the rare elements
+    nanoseconds: numpy's float32 -> float16 cast runs at scalar speed (about 2 GB/s of fp32 a core measured on an
+    AVX-512 Xeon with numpy 2.4, against about 2.5 for the 12 passes). Used for the rare elements
     :func:`_f32_to_f16` leaves to it."""
     with np.errstate(over="ignore", invalid="ignore"):
         bits = u.view(np.float32).astype(np.float16).view(np.uint16)
@@ -502,7 +503,8 @@ def _f32_to_f16_cast(u):
 
 def _f32_to_f16(u, out16, a, t, t2, mask):
     """fp32 bits ``u`` -> fp16 bits ``out16``, round-to-nearest-even: bit for bit what numpy's IEEE cast gives
-    (:func:`_f32_to_f16_cast`), in 12 vector passes that let the FPU do the rounding.
+    (:func:`_f32_to_f16_cast`), in 12 vector passes that let the FPU do the rounding (the magic-number idea of
+    fp16_ieee_from_fp32_value in https://github.com/Maratyszcza/FP16/blob/master/include/fp16/fp16.h).
 
     With e the exponent of |x| (at least -14, the smallest fp16 normal) the magic number M = 2^(e+15) has an ulp of
     2^(e-8), the fp16 step at |x| scaled by 4; so the float sum s = 4|x| + M is 4|x| rounded to fp16 precision
