@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -144,6 +145,7 @@ def report_rows(results):
             "rss_mib": None if r.get("rss") is None else r["rss"] / 2**20,
             "load": r.get("load"),
             "tasks": r.get("tasks"),
+            "cpu": r.get("cpu"),
         })
     return rows
 
@@ -155,18 +157,24 @@ def format_table(rows):
     def mark(ok):
         return "" if ok is None else (" ok" if ok else " MISS")
 
-    head = ("%3s  %9s  %9s  %17s  %22s  %9s  %6s  %s"
-            % ("N", "no-op s", "floor s", "no-op/floor", "no-op(N)/no-op(1)", "RSS MiB", "tasks", "load 1/5/15"))
+    head = ("%3s  %9s  %9s  %17s  %22s  %9s  %6s  %17s  %s"
+            % ("N", "no-op s", "floor s", "no-op/floor", "no-op(N)/no-op(1)", "RSS MiB", "tasks",
+               "CPU s ctl/nodes/%", "load 1/5/15"))
     lines = [head, "-" * len(head)]
     for r in rows:
         load = "-" if not r["load"] else "/".join("%.2f" % x for x in r["load"])
-        lines.append("%3d  %9s  %9s  %17s  %22s  %9s  %6s  %s" % (
+        cpu = r.get("cpu") or {}
+        cpu = "%s/%s/%s" % (f(cpu.get("controller"), "%.0f"), f(cpu.get("nodes"), "%.0f"),
+                            f(None if cpu.get("busy") is None else 100 * cpu["busy"], "%.0f"))
+        lines.append("%3d  %9s  %9s  %17s  %22s  %9s  %6s  %17s  %s" % (
             r["n"], f(r["noop"], "%.1f"), f(r["floor"], "%.1f"),
             f(r["vs_floor"], "%.2f") + mark(r["floor_ok"]),
             f(r["vs_one"], "%.2f") + mark(r["scale_ok"]),
-            f(r["rss_mib"], "%.0f"), f(r["tasks"], "%d"), load))
+            f(r["rss_mib"], "%.0f"), f(r["tasks"], "%d"), cpu, load))
     lines.append("targets (issue 20): no-op/floor <= %.1f for every N; no-op(8)/no-op(1) <= %.1f"
                  % (TARGET_FLOOR, TARGET_SCALE))
+    lines.append("CPU s: the no-op run's controller (ansible-playbook and its children) / the nodes' containers, "
+                 "%: the whole machine's CPUs busy during it (other work on the machine included)")
     return "\n".join(lines)
 
 
@@ -305,6 +313,34 @@ def collection_tree(checkout):
     return tree
 
 
+def machine_cpu(path="/proc/stat"):
+    """(busy, total) jiffies of all CPUs from the first line of /proc/stat (idle and iowait are not busy)."""
+    with open(path) as fh:
+        fields = [int(x) for x in fh.readline().split()[1:]]
+    total = sum(fields[:8])
+    return total - fields[3] - fields[4], total
+
+
+def container_cpu_ns(cid, root="/sys/fs/cgroup"):
+    """CPU time (ns) of a container's cgroup: cgroup v1 cpuacct (cgroupfs or systemd driver) or v2 cpu.stat."""
+    for path in ("cpuacct/docker/%s/cpuacct.usage" % cid, "cpu,cpuacct/docker/%s/cpuacct.usage" % cid,
+                 "cpuacct/system.slice/docker-%s.scope/cpuacct.usage" % cid):
+        try:
+            with open(os.path.join(root, path)) as fh:
+                return int(fh.read())
+        except OSError:
+            pass
+    for path in ("system.slice/docker-%s.scope/cpu.stat" % cid, "docker/%s/cpu.stat" % cid):
+        try:
+            with open(os.path.join(root, path)) as fh:
+                for line in fh:
+                    if line.startswith("usage_usec "):
+                        return int(line.split()[1]) * 1000
+        except OSError:
+            pass
+    return None
+
+
 def log(msg):
     print("[site_scale] %s" % msg, file=sys.stderr, flush=True)
 
@@ -360,6 +396,7 @@ class Bench:
                 time.sleep(1)
             else:
                 raise SystemExit("systemd in %s did not come up (%s)" % (name, state))
+        self.ids = [sh(["docker", "inspect", "-f", "{{.Id}}", name]).stdout.strip() for name in self.names]
         log("%d nodes up (%s)" % (len(self.names), image))
 
     def serve(self):
@@ -414,6 +451,9 @@ class Bench:
         env = dict(self.env, **(extra_env or {}))
         out_path = os.path.join(self.logdir, "%s-n%d.log" % (label, n))
         peak = [0]
+        ids = [self.ids[i] for i in range(n)]
+        ru0, m0 = resource.getrusage(resource.RUSAGE_CHILDREN), machine_cpu()
+        c0 = [container_cpu_ns(c) for c in ids]
         with open(out_path, "w") as out:
             t0 = time.monotonic()
             proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
@@ -432,6 +472,13 @@ class Bench:
             done.set()
             sampler.join()
         load = load_avg()
+        ru1, m1 = resource.getrusage(resource.RUSAGE_CHILDREN), machine_cpu()
+        c1 = [container_cpu_ns(c) for c in ids]
+        self.last_cpu = {
+            "controller": (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime),
+            "nodes": None if None in c0 + c1 else sum(b - a for a, b in zip(c0, c1)) / 1e9,
+            "busy": (m1[0] - m0[0]) / max(1, m1[1] - m0[1]),
+        }
         with open(out_path) as fh:
             text = fh.read()
         log("%s N=%d: %.1f s, rc %d, peak RSS %.0f MiB, load %s (%s)"
@@ -451,6 +498,7 @@ class Bench:
         results, notes = {}, []
         for n in sorted(a.nodes):
             secs, rss, load, text = self.play("noop", self.playbook, n)
+            cpu = self.last_cpu
             recap = parse_recap(text)
             bad = changed_hosts(recap)
             if bad:
@@ -463,7 +511,8 @@ class Bench:
             with open(floor_path, "w") as fh:
                 fh.write(floor_playbook(count - FACT_TASKS))
             fsecs, frss, fload, ftext = self.play("floor", floor_path, n)
-            results[n] = {"noop": secs, "floor": fsecs, "rss": rss, "floor_rss": frss, "load": load,
+            results[n] = {"noop": secs, "floor": fsecs, "rss": rss, "floor_rss": frss, "load": load, "cpu": cpu,
+                          "floor_cpu": self.last_cpu,
                           "tasks": count, "recap": first, "floor_recap": parse_recap(ftext)[sorted(recap)[0]]}
             with open(os.path.join(self.logdir, "results.json"), "w") as fh:
                 json.dump({"results": results, "notes": notes}, fh, indent=1)
@@ -476,6 +525,7 @@ class Bench:
             if bad:
                 notes.append("--compare N=%d: the no-op run changed something on %s" % (nmax, ", ".join(bad)))
             results[nmax]["compare"] = {"noop": secs, "rss": rss, "load": load, "tasks": tasks_per_host(recap)[0],
+                                        "cpu": self.last_cpu,
                                         "recap": recap[sorted(recap)[0]]}
             with open(os.path.join(self.logdir, "results.json"), "w") as fh:
                 json.dump({"results": results, "notes": notes}, fh, indent=1)
@@ -506,14 +556,14 @@ class Bench:
         for n in sorted(results):
             r = results[n]
             print("N=%d no-op recap (first host): %s; floor recap: %s" % (n, r["recap"], r["floor_recap"]))
-            print("N=%d floor peak RSS: %.0f MiB" % (n, r["floor_rss"] / 2**20))
+            print("N=%d floor peak RSS: %.0f MiB, CPU %s" % (n, r["floor_rss"] / 2**20, r["floor_cpu"]))
         c = results[max(results)].get("compare")
         if c:
             r = results[max(results)]
             print("N=%d no-op with %s: %.1f s (this checkout: %.1f s, %+.1f%%), %d task results per host (here %d),"
-                  " peak RSS %.0f MiB, load %s; recap %s" % (
+                  " peak RSS %.0f MiB, load %s, CPU %s (here %s); recap %s" % (
                       max(results), self.args.compare, c["noop"], r["noop"], 100 * (r["noop"] / c["noop"] - 1),
-                      c["tasks"], r["tasks"], c["rss"] / 2**20, c["load"], c["recap"]))
+                      c["tasks"], r["tasks"], c["rss"] / 2**20, c["load"], c["cpu"], r["cpu"], c["recap"]))
         for note in notes:
             print("NOTE: " + note)
         if profile:

@@ -127,3 +127,27 @@ def test_tree_rss_sums_a_process_tree(tmp_path):
     (tmp_path / "self").mkdir()
     assert scale.tree_rss(10, proc=str(tmp_path)) == (1000 + 200 + 30) * 1024
     assert scale.tree_rss(11, proc=str(tmp_path)) == 230 * 1024
+
+
+def test_machine_cpu_counts_idle_and_iowait_as_not_busy(tmp_path):
+    stat = tmp_path / "stat"
+    # user nice system idle iowait irq softirq steal guest guest_nice (proc_pid_stat(5), /proc/stat "cpu" line)
+    stat.write_text("cpu  100 5 50 800 40 3 2 0 0 0\ncpu0 50 2 25 400 20 1 1 0 0 0\n")
+    assert scale.machine_cpu(str(stat)) == (160, 1000)
+
+
+def test_container_cpu_ns_reads_cgroup_v1_and_v2(tmp_path):
+    v1 = tmp_path / "v1" / "cpuacct" / "docker" / "abc"
+    v1.mkdir(parents=True)
+    (v1 / "cpuacct.usage").write_text("20256701869\n")
+    assert scale.container_cpu_ns("abc", root=str(tmp_path / "v1")) == 20256701869
+    v2 = tmp_path / "v2" / "system.slice" / "docker-abc.scope"
+    v2.mkdir(parents=True)
+    (v2 / "cpu.stat").write_text("usage_usec 1500\nuser_usec 1000\nsystem_usec 500\n")
+    assert scale.container_cpu_ns("abc", root=str(tmp_path / "v2")) == 1500000
+    assert scale.container_cpu_ns("gone", root=str(tmp_path / "v2")) is None
+
+
+def test_table_shows_cpu_split():
+    rows = scale.report_rows({1: {"noop": 10.0, "floor": 9.0, "cpu": {"controller": 5.2, "nodes": 1.1, "busy": 0.93}}})
+    assert "5/1/93" in scale.format_table(rows)
