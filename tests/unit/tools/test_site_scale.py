@@ -131,7 +131,7 @@ def test_tree_rss_sums_a_process_tree(tmp_path):
 
 def test_machine_cpu_counts_idle_and_iowait_as_not_busy(tmp_path):
     stat = tmp_path / "stat"
-    # user nice system idle iowait irq softirq steal guest guest_nice (proc_pid_stat(5), /proc/stat "cpu" line)
+    # user nice system idle iowait irq softirq steal guest guest_nice: the "cpu" line of /proc/stat (proc_stat(5))
     stat.write_text("cpu  100 5 50 800 40 3 2 0 0 0\ncpu0 50 2 25 400 20 1 1 0 0 0\n")
     assert scale.machine_cpu(str(stat)) == (160, 1000)
 
