@@ -639,7 +639,7 @@ def _copy_range(src_fd, out_fd, offset, nbytes, work_buf, out_offset):
 def _libc_sync_file_range():
     try:
         fn = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # not Linux/glibc: no early writeback, the fsync does it all
         return None
     fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
     fn.restype = ctypes.c_int
