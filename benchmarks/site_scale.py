@@ -16,8 +16,8 @@ Then:
 
 and prints, per N: no-op s, floor s, no-op/floor, no-op(N)/no-op(1), the controller's peak RSS (summed over
 the ansible-playbook process tree, sampled from /proc every 0.2 s) and the load average, next to the
-targets of issue 20. The largest N's no-op run is repeated with ansible.posix.profile_tasks and
-profile_roles, and a small callback counts module runs (loop items included) per role: the top tasks and
+targets of issue 20. The largest N's no-op run has ansible.posix.profile_tasks and profile_roles enabled,
+and a small callback that counts module runs (loop items included) per role and loop: the top tasks and
 the per-role counts are printed. Containers and the HTTP server are removed at the end (also on Ctrl-C or
 a failure) unless --keep. Run from the repository root, through the Molecule lock:
 
@@ -359,6 +359,7 @@ class Bench:
         self.args = args
         self.names = ["%s%d" % (PREFIX, i) for i in range(1, max(args.nodes) + 1)]
         self.server = None
+        self.compare_profile = None
         self.tmp = tempfile.mkdtemp(prefix="ascendai-scale-")
         self.logdir = args.logdir or self.tmp
         os.makedirs(self.logdir, exist_ok=True)
@@ -499,10 +500,14 @@ class Bench:
         nmax = max(a.nodes)
         if not a.no_converge:
             self.play("converge", self.playbook, nmax)
-        results, notes = {}, []
+        results, notes, profile = {}, [], None
         for n in sorted(a.nodes):
-            secs, rss, load, text = self.play("noop", self.playbook, n)
+            # the largest N's no-op run carries the profiling callbacks (they print, the run's work is the same)
+            env = self.profile_env("counts") if n == nmax and not a.no_profile else None
+            secs, rss, load, text = self.play("noop", self.playbook, n, env)
             cpu = self.last_cpu
+            if env:
+                profile = self.read_profile(secs, text, env)
             recap = parse_recap(text)
             bad = changed_hosts(recap)
             if bad:
@@ -522,8 +527,11 @@ class Bench:
                 json.dump({"results": results, "notes": notes}, fh, indent=1)
             log("so far:\n" + format_table(report_rows(results)))
         if a.compare:
-            env = {"ANSIBLE_COLLECTIONS_PATH": collection_tree(a.compare)}
+            env = dict(self.profile_env("counts-compare") if not a.no_profile else {},
+                       ANSIBLE_COLLECTIONS_PATH=collection_tree(a.compare))
             secs, rss, load, text = self.play("compare", self.playbook, nmax, env)
+            if not a.no_profile:
+                self.compare_profile = self.read_profile(secs, text, env)
             recap = parse_recap(text)
             bad = changed_hosts(recap)
             if bad:
@@ -533,19 +541,21 @@ class Bench:
                                         "recap": recap[sorted(recap)[0]]}
             with open(os.path.join(self.logdir, "results.json"), "w") as fh:
                 json.dump({"results": results, "notes": notes}, fh, indent=1)
-        profile = None
-        if not a.no_profile:
-            env = {"ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks,ansible.posix.profile_roles,scale_count",
-                   "ANSIBLE_CALLBACK_PLUGINS": self.callback_dir,
-                   "SCALE_COUNT_FILE": os.path.join(self.logdir, "counts.json"),
-                   "PROFILE_TASKS_TASK_OUTPUT_LIMIT": str(a.top), "PROFILE_TASKS_SORT_ORDER": "descending"}
-            try:
-                secs, rss, load, text = self.play("profile", self.playbook, nmax, env)
-                with open(env["SCALE_COUNT_FILE"]) as fh:
-                    profile = {"secs": secs, "rows": parse_profile(text), "counts": json.load(fh)}
-            except (SystemExit, OSError, ValueError) as exc:
-                notes.append("the profile run failed: %s" % exc)
         self.report(results, notes, profile)
+
+    def profile_env(self, name):
+        return {"ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks,ansible.posix.profile_roles,scale_count",
+                "ANSIBLE_CALLBACK_PLUGINS": self.callback_dir,
+                "SCALE_COUNT_FILE": os.path.join(self.logdir, name + ".json"),
+                "PROFILE_TASKS_TASK_OUTPUT_LIMIT": str(self.args.top), "PROFILE_TASKS_SORT_ORDER": "descending"}
+
+    def read_profile(self, secs, text, env):
+        try:
+            with open(env["SCALE_COUNT_FILE"]) as fh:
+                return {"secs": secs, "rows": parse_profile(text), "counts": json.load(fh)}
+        except (OSError, ValueError) as exc:
+            log("no profile: %s" % exc)
+            return None
 
     def report(self, results, notes, profile):
         forks = sh(["ansible-config", "dump", "--only-changed"], cwd=ROOT, env=self.env, check=False).stdout
@@ -572,9 +582,15 @@ class Bench:
                       c["tasks"], r["tasks"], c["rss"] / 2**20, c["load"], c["cpu"], r["cpu"], c["recap"]))
         for note in notes:
             print("NOTE: " + note)
+        for label, prof in (("this checkout", profile), (self.args.compare, self.compare_profile)):
+            self.print_profile(label, max(results), prof)
+        print("uptime: " + sh(["uptime"]).stdout.strip())
+        print("logs: " + self.logdir)
+
+    def print_profile(self, label, nmax, profile):
         if profile:
-            print("\nprofile run, N=%d: %.1f s (ansible.posix.profile_tasks then profile_roles):"
-                  % (max(results), profile["secs"]))
+            print("\nprofile of the no-op run with %s, N=%d: %.1f s (ansible.posix.profile_tasks then profile_roles):"
+                  % (label, nmax, profile["secs"]))
             for name, secs in profile["rows"]:
                 print("  %7.2f s  %s" % (secs, name))
             host = sorted(profile["counts"])[0]
@@ -585,8 +601,6 @@ class Bench:
             for role, c in sorted(profile["counts"][host].items()):
                 for name, items in sorted(c.get("loops", {}).items(), key=lambda kv: -kv[1]):
                     print("  %3d  %s : %s" % (items, role, name))
-        print("uptime: " + sh(["uptime"]).stdout.strip())
-        print("logs: " + self.logdir)
 
     def cleanup(self):
         if self.server and self.server.poll() is None:
