@@ -79,3 +79,32 @@ def test_sandbox_inventory_sets_only_the_collection_wide_url():
     copies = sorted(k for k, v in group_vars.items() if k in EXPECTED or "ascendai_bundle_url" in str(v)
                     and k != "ascendai_bundle_url")
     assert copies == []
+
+
+def python_runtime_block_vars():
+    with open(os.path.join(ROOT, "roles", "python_runtime", "tasks", "install.yml"), encoding="utf-8") as f:
+        tasks = yaml.safe_load(f)
+    return next(t for t in tasks if t.get("name") == "Install the CPython tarball")["vars"]
+
+
+@pytest.mark.parametrize("url,src,sha,root,file", [
+    # the bundle over HTTP, its manifest in the folder above python/
+    (URL + "/python/", "", "", URL, "python/cpython.tar.gz"),
+    # the controller's bundle directory
+    ("", DIR + "/python", "", DIR, "python/cpython.tar.gz"),
+    # a sum given: any folder, a one-line manifest
+    ("", "/opt/tarballs/", "AB" * 32, "/opt/tarballs", "cpython.tar.gz"),
+    (URL + "/py/", "", "ab" * 32, URL + "/py", "cpython.tar.gz"),
+])
+def test_python_runtime_fetches_the_tarball_from_the_bundle_root(url, src, sha, root, file):
+    block = python_runtime_block_vars()
+    variables = {"python_runtime_tarball_url": url, "python_runtime_tarball_src": src,
+                 "python_runtime_tarball_sha256": sha, "python_runtime_tarball_name": "cpython.tar.gz",
+                 "python_runtime_prefix": "/opt/ascendai/python", "python_runtime_tarball_version": "3.11.15",
+                 "python_runtime_tarball_release": "20260807"}
+    variables.update({k: trust_as_template(v) for k, v in block.items()})
+    templar = Templar(loader=None, variables=variables)
+    assert templar.template(trust_as_template(block["_python_runtime_bundle_root"])).strip() == root
+    assert templar.template(trust_as_template(block["_python_runtime_bundle_file"])).strip() == file
+    manifest = templar.template(trust_as_template(block["_python_runtime_manifest_content"])).strip()
+    assert manifest == (f"{sha.lower()}  cpython.tar.gz" if sha else "")
