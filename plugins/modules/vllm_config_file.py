@@ -129,10 +129,12 @@ def _check(module, data, dest):
     try:
         parser, top, validate = vllm_serve_parser()
     except Exception as exc:  # noqa: BLE001  # pylint: disable=broad-except  # any import failure of vLLM
-        message = (f"cannot import vLLM with {sys.executable} ({type(exc).__name__}: {exc}); run this task "
-                   "under the service venv's Python (ansible_python_interpreter: <venv>/bin/python)")
+        reason = f"cannot import vLLM with {sys.executable} ({type(exc).__name__}: {exc})"
+        message = (f"{reason}; run this task under the service venv's Python "
+                   "(ansible_python_interpreter: <venv>/bin/python)")
         if module.check_mode:
-            module.warn(f"{dest} not checked: {message}")
+            # a first check-mode run, before the venv exists: the real run checks with the venv's vLLM
+            module.warn(f"{dest} not checked in check mode: {reason}")
             return False, [], None
         module.fail_json(msg=message, dest=dest, checked=False, problems=[message], vllm_version=None)
     version = installed_vllm_version()

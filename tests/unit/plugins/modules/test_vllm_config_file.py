@@ -133,7 +133,7 @@ def test_without_vllm_fails_but_check_mode_only_warns(monkeypatch, tmp_path):
     assert not dest.exists()
     kind, result = run({"content": GOOD, "dest": str(dest), "_ansible_check_mode": True})
     assert (kind, result["changed"], result["checked"]) == (AnsibleExitJson, True, False)
-    assert any("not checked: cannot import vLLM" in w for w in warnings), warnings
+    assert any("not checked in check mode: cannot import vLLM" in w for w in warnings), warnings
 
 
 def test_dest_must_be_a_yaml_file(vllm, tmp_path):
