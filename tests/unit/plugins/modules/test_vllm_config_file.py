@@ -186,7 +186,8 @@ def test_through_ansible_without_vllm_says_it_cannot_check(tmp_path):
     ("model: /m\nserved-model-name: tiny\nmax-model-len: 4096\nno-enable-prefix-caching: true\n"
      "compilation-config:\n  cudagraph_mode: FULL_DECODE_ONLY\n", True, None),
     ("model: /m\nenable-prefix-caching: false\n", False, "enable-prefix-caching: false is dropped"),
-    ("model: /m\nswap-space: 4\n", False, "swap-space: not an option of this vLLM"),
+    ("model: /m\nswap-space: 4\n", False,
+     "swap-space: not an option of this vLLM (--swap-space); swap_space (--swap-space) is removed in vLLM 0.18.0"),
     ("model: /m\nenforce: true\n", False, "enforce: not an option of this vLLM"),
     ("model: /m\nmax-model-len: lots\n", False, "argument --max-model-len"),
     ("enable-auto-tool-choice: true\n", False, "requires --tool-call-parser"),
