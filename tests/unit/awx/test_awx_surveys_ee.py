@@ -121,9 +121,10 @@ def _awx_collection_path(tmp_path):
     if not artifacts:
         pytest.skip("this ansible lacks awx.awx and no awx.awx artifact is here (run tools/awx-collection.sh)")
     dest = tmp_path / "awx-collections"
+    # --force: an awx.awx already on the configured collections path would make this a no-op.
     result = subprocess.run([os.path.join(BIN, "ansible-galaxy"), "collection", "install", "--offline", "--no-deps",
-                             "-p", str(dest), artifacts[-1]], capture_output=True, text=True, check=False,
-                            cwd=str(tmp_path))
+                             "--force", "-p", str(dest), artifacts[-1]], capture_output=True, text=True,
+                            check=False, cwd=str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
     return [str(dest)]
 
