@@ -472,9 +472,19 @@ class Bench:
 
             sampler = threading.Thread(target=sample, daemon=True)
             sampler.start()
-            rc = proc.wait()
+            try:
+                rc = proc.wait()
+            except BaseException:
+                # Ctrl-C or SIGTERM: stop the run before the nodes are removed under it
+                proc.terminate()
+                try:
+                    proc.wait(20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                raise
+            finally:
+                done.set()
             secs = time.monotonic() - t0
-            done.set()
             sampler.join()
         load = load_avg()
         ru1, m1 = resource.getrusage(resource.RUSAGE_CHILDREN), machine_cpu()
