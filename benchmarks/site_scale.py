@@ -437,6 +437,9 @@ class Bench:
                     os.path.join(gv, "10-sandbox.yml"))
         with open(os.path.join(gv, "20-scale.yml"), "w") as fh:
             fh.write("---\nascendai_bundle_url: \"http://{{ ansible_facts['default_ipv4']['gateway'] }}:%d\"\n"
+                     "# no vLLM here: python_runtime makes the vllm venv, but nothing installs vLLM into it, and the\n"
+                     "# model role asks an existing venv's vLLM for its architectures (as molecule/model, skipped)\n"
+                     "model_vllm_python: /opt/ascendai/venvs/no-vllm/bin/python\n"
                      % self.args.port)
         self.inventory = inv
         self.playbook = os.path.join(self.tmp, "site_scale.yml")
