@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: ascendai.vllm contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """Make the awx.awx collection artifact from the `ansible` package's wheel, which PyPI serves.
