@@ -73,7 +73,7 @@ options:
     description:
       - Ranks the routed experts are spread over: tensor-parallel size x data-parallel size (vLLM flattens TP across
         DP for the MoE layers; with C(--enable-expert-parallel) each rank holds whole experts). Attention, shared
-        experts and dense layers stay split by O(tensor_parallel_size). Omitted: the experts are split by
+        experts and dense layers stay split by O(tensor_parallel_size). Omitted, the experts are split by
         O(tensor_parallel_size).
     type: int
 """

@@ -21,7 +21,7 @@ description:
   - DeepSeek-V2/V3 multi-head latent attention (C(kv_lora_rank)) is recognised; its head size is
     C(qk_nope_head_dim + qk_rope_head_dim); its latent cache width C(kv_lora_rank + qk_rope_head_dim) must be one
     the MLA backend in use accepts (O(mla_cache_sizes)). Multimodal configs are read from C(text_config).
-  - DeepSeek-V2/V3 mixture of experts (C(n_routed_experts)): C(num_experts_per_tok) within the experts,
+  - DeepSeek-V2/V3 mixture of experts (C(n_routed_experts)) - C(num_experts_per_tok) within the experts,
     C(first_k_dense_replace) within the layers, and for C(noaux_tc)/C(group_limited_greedy) routing C(n_group)
     dividing the experts and C(topk_group) within the groups.
   - Returns a summary with C(problems); it does not fail on them, so that a play can report all at once.
