@@ -71,7 +71,7 @@ options:
     choices: ['', ascend]
   expert_parallel_size:
     description:
-      - Ranks the routed experts are spread over: tensor-parallel size x data-parallel size (vLLM flattens TP across
+      - Ranks the routed experts are spread over, tensor-parallel size x data-parallel size (vLLM flattens TP across
         DP for the MoE layers; with C(--enable-expert-parallel) each rank holds whole experts). Attention, shared
         experts and dense layers stay split by O(tensor_parallel_size). Omitted, the experts are split by
         O(tensor_parallel_size).
