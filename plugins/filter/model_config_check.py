@@ -105,6 +105,7 @@ def model_config_check(config_json, tensor_parallel_size=1, supported_architectu
                                                 or not isinstance(supported_architectures, (list, tuple, set))):
         raise AnsibleFilterError(f"model_config_check: supported_architectures={supported_architectures!r} must be "
                                  "a list of class names (parse vLLM's output with from_json)")
+
     def _dim(d):
         if isinstance(d, str):
             return d.isdigit() and len(d) < 7

@@ -433,12 +433,12 @@ class HttpSource:
                     total += len(block)
                     if total > MANIFEST_MAX_BYTES:
                         raise BundleError(f"{self.public_url(rel)}: more than {MANIFEST_MAX_BYTES} bytes; not a "
-                                         "bundle's MANIFEST.sha256")
+                                          "bundle's MANIFEST.sha256")
                     parts.append(block)
                 return b"".join(parts).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise BundleError(f"{self.public_url(rel)}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
-                             "MANIFEST.sha256 is sha256sum's output: rebuild it with the bundle's tools") from None
+                              "MANIFEST.sha256 is sha256sum's output: rebuild it with the bundle's tools") from None
         except urllib.error.HTTPError as exc:
             raise BundleError(f"{self.public_url(rel)}: HTTP {exc.code} {exc.reason}") from None
         except _NETWORK_ERRORS + (OSError,) as exc:
@@ -452,7 +452,7 @@ class HttpSource:
         except urllib.error.HTTPError as exc:
             if exc.code == 404:
                 raise BundleError(f"{self.public_url(rel)}: HTTP 404, the bundle's server does not have this file "
-                                 "although MANIFEST.sha256 lists it; serve the whole bundle directory") from None
+                                  "although MANIFEST.sha256 lists it; serve the whole bundle directory") from None
             if exc.code in (405, 501):
                 return None
             raise BundleError(f"{self.public_url(rel)}: HTTP {exc.code} {exc.reason}") from None
@@ -477,7 +477,7 @@ class HttpSource:
             if not m or int(m.group(1)) != offset:
                 resp.close()
                 raise BundleError(f"{self.public_url(rel)}: asked for bytes {offset}- and got Content-Range "
-                                 f"{resp.headers.get('Content-Range')!r}")
+                                  f"{resp.headers.get('Content-Range')!r}")
             return resp, offset
         return resp, 0
 
@@ -497,7 +497,7 @@ class DirSource:
                 return f.read()
         except UnicodeDecodeError as exc:
             raise BundleError(f"{os.path.join(self.base, rel)}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
-                             "MANIFEST.sha256 is sha256sum's output: rebuild it with the bundle's tools") from None
+                              "MANIFEST.sha256 is sha256sum's output: rebuild it with the bundle's tools") from None
         except OSError as exc:
             raise BundleError(f"cannot read {os.path.join(self.base, rel)}: {exc}") from None
 
@@ -506,7 +506,7 @@ class DirSource:
             return os.path.getsize(os.path.join(self.base, rel))
         except OSError as exc:
             raise BundleError(f"{os.path.join(self.base, rel)}: {exc.strerror}; MANIFEST.sha256 lists it but the "
-                             "bundle directory lacks it") from None
+                              "bundle directory lacks it") from None
 
     def open(self, rel, offset):
         path = os.path.join(self.base, rel)
@@ -745,8 +745,8 @@ def download_file(source, item, dest, progress, stop, retries=3, chunk_bytes=CHU
                                 break
                             if size is not None and out.tell() + len(block) > size:
                                 raise BundleError(f"{where}: the server sends more than the {size} bytes it "
-                                                 "announced; nothing more is written (the free-space check "
-                                                 "counted that size). Check the bundle's server and the file")
+                                                  "announced; nothing more is written (the free-space check "
+                                                  "counted that size). Check the bundle's server and the file")
                             out.write(block)
                             h.update(block)
                             progress.add(len(block))
@@ -760,8 +760,8 @@ def download_file(source, item, dest, progress, stop, retries=3, chunk_bytes=CHU
                 done = os.path.getsize(part) if os.path.exists(part) else 0
                 if attempt > retries or stop.is_set():
                     raise BundleError(f"{where}: {exc} after {attempt} attempts; {human(done)} of "
-                                     f"{human(size) if size is not None else '?'} kept in {part}: re-run to resume "
-                                     "from there") from None
+                                      f"{human(size) if size is not None else '?'} kept in {part}: re-run to resume "
+                                      "from there") from None
                 time.sleep(backoff * (2 ** (attempt - 1)))
                 continue
             digest = h.hexdigest()
@@ -770,9 +770,9 @@ def download_file(source, item, dest, progress, stop, retries=3, chunk_bytes=CHU
                 os.unlink(part)
                 progress.add(-got, fetched=False)
                 raise BundleError(f"{where}: sha256 {digest} does not match MANIFEST.sha256 ({want}); the "
-                                 f"downloaded file ({got} bytes) was removed. Re-run to download it again; if it "
-                                 "fails again the bundle is damaged: check it with 'sha256sum -c MANIFEST.sha256' "
-                                 "in the bundle directory")
+                                  f"downloaded file ({got} bytes) was removed. Re-run to download it again; if it "
+                                  "fails again the bundle is damaged: check it with 'sha256sum -c MANIFEST.sha256' "
+                                  "in the bundle directory")
             os.replace(part, final)
             write_cached_sha256(dest, rel, digest)
             progress.end_file(rel)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import time
 
+# pylint: disable=unused-import
 from ansible_collections.ascendai.vllm.plugins.module_utils.bundle import (  # noqa: F401 (re-exported names)
     CACHE_VERSION,
     CHUNK_BYTES,
@@ -49,6 +50,7 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.bundle import (  # n
     write_cached_sha256,
 )
 from ansible_collections.ascendai.vllm.plugins.module_utils.bundle import dest_paths as model_paths  # noqa: F401
+# pylint: enable=unused-import
 
 
 def model_entries(entries, model, where=MANIFEST_NAME):

@@ -9,6 +9,7 @@ ascend_driver and ascend_cann roles (``{component: {installed, wanted, action}}`
 
 from __future__ import annotations
 
+import math
 # One line per host: host, arch, memory GiB, free GB, NPUs, driver / firmware, CANN, problems.
 ROW_FORMAT = "%-24s %-7s %7s %8s  %-26s %-42s %-32s %s"
 HEADER = ("host", "arch", "mem GiB", "free GB", "NPUs", "driver / firmware", "CANN toolkit / kernels / nnal",
@@ -40,7 +41,7 @@ def _number(name, value):
         number = float(value)
     except (TypeError, ValueError):
         raise PreflightError(f"{name} must be a number, got {value!r}") from None
-    if number != number or number in (float("inf"), float("-inf")):
+    if math.isnan(number) or math.isinf(number):
         raise PreflightError(f"{name} must be a finite number, got {value!r}")
     return number
 

@@ -802,8 +802,9 @@ def _run_items(items, out_fd, works, writeback):
     finally:
         for t in others:
             t.join()
-    if state["error"] is not None:
-        raise state["error"]
+    error = state["error"]
+    if isinstance(error, BaseException):
+        raise error  # pylint: disable=raising-bad-type  # set by a worker thread
 
 
 def write_shards(shards, outdir, chunk_bytes=DEFAULT_CHUNK_BYTES, fsync=True, threads=None):
@@ -815,7 +816,7 @@ def write_shards(shards, outdir, chunk_bytes=DEFAULT_CHUNK_BYTES, fsync=True, th
     chunk_bytes = max(8, int(chunk_bytes))
     if needs_numpy:
         _require_numpy()
-        works = [_Work(max(1, chunk_bytes // 4)) for _ in range(threads)]
+        works = [_Work(max(1, chunk_bytes // 4)) for dummy in range(threads)]
     else:
         works = [None] * threads
     fds = {}

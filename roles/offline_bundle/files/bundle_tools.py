@@ -49,6 +49,8 @@ def bundle_module():
         spec.loader.exec_module(module)
         _BUNDLE.append(module)
     return _BUNDLE[0]
+
+
 # Requirement files of the sdist that hold vLLM's runtime dependencies (vLLM >= 0.9: requirements/common.txt).
 RUNTIME_FILES = ("requirements/common.txt", "requirements-common.txt")
 

@@ -51,8 +51,8 @@ def _cann_choice(tmp_path, **role_vars):
         "name": "CANN choice", "hosts": "localhost", "gather_facts": True,
         "vars": {"ansible_python_interpreter": sys.executable},
         "tasks": [
-            {"name": "choose", "ansible.builtin.include_role": {"name": "ascendai.vllm.ascend_cann",
-                                                                  "tasks_from": "release"},
+            {"name": "choose",
+             "ansible.builtin.include_role": {"name": "ascendai.vllm.ascend_cann", "tasks_from": "release"},
              "vars": role_vars},
             {"name": "show", "ansible.builtin.debug": {"msg": "CHOSEN={{ ascend_cann_release_version }}"}},
         ],

@@ -11,6 +11,7 @@ import pytest
 from ansible_collections.ascendai.vllm.plugins.module_utils import npu_smi as parser
 from ansible_collections.ascendai.vllm.tests.unit.simulator.sim_support import DRIVER_OPTS, SIM_DIR, kv, run_pkg
 
+
 def test_real_file_names(packages):
     assert {k: os.path.basename(v) for k, v in packages["n+1"].items()} == {
         "driver": "Ascend-hdk-910b-npu-driver_25.2.0_linux-aarch64.run",

@@ -254,8 +254,8 @@ def run_ascend(extra, locks, sdist_reqs, build_locks):
 
     # the locks read back, the pins downloaded, the sdists fetched and their file names
     wheels = old.variables["_offline_bundle_wheels"]
-    lock_results = {"results": [slurped(text, f"{wheels}/{name}.lock") for name, text in zip(["runtime", "build"],
-                                                                                                locks)]}
+    named = zip(["runtime", "build"], locks)
+    lock_results = {"results": [slurped(text, f"{wheels}/{name}.lock") for name, text in named]}
     old.variables["_offline_bundle_locks"] = new.variables["_offline_bundle_locks"] = lock_results
     old.variables["_offline_bundle_sets"] = []
     task = OLD["List the pins of each set"]
@@ -354,8 +354,8 @@ def test_ascend_target_with_sdists_extra_indexes_and_no_build_set_is_the_same_be
     assert results["sdists"][1] == [{"_offline_bundle_sdist_name": "arctic-inference",
                                      "_offline_bundle_sdist_version": "0.1.1"}]
     # the old find patterns: no sdist of the bundle has that name
-    assert results["sdist_files"] == (["\\1-\\2.tar.gz"], ["arctic_inference-0.1.1.tar.gz",
-                                                             "arctic-inference-0.1.1.tar.gz"])
+    new_names = ["arctic_inference-0.1.1.tar.gz", "arctic-inference-0.1.1.tar.gz"]
+    assert results["sdist_files"] == (["\\1-\\2.tar.gz"], new_names)
     # the build set of the sdist: the same but for its stem (test_offline_bundle_ascend.py wants
     # build-arctic_inference.lock)
     for step in ("build_files", "build_compile"):

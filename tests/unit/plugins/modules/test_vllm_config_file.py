@@ -73,8 +73,8 @@ def test_writes_what_vllm_accepts_with_its_mode_and_then_leaves_it(vllm, tmp_pat
     dest = tmp_path / "vllm.yaml"
     kind, result = run({"content": GOOD, "dest": str(dest), "mode": "0640"})
     assert kind is AnsibleExitJson, result
-    assert (result["changed"], result["checked"], result["problems"], result["vllm_version"]) == (True, True, [],
-                                                                                                   "0.32.0")
+    got = (result["changed"], result["checked"], result["problems"], result["vllm_version"])
+    assert got == (True, True, [], "0.32.0")
     assert dest.read_text() == GOOD
     assert stat.S_IMODE(dest.stat().st_mode) == 0o640
     assert list(tmp_path.iterdir()) == [dest]  # no temporary file left
@@ -207,8 +207,8 @@ def test_known_options_match_the_reference_vllm():
             " import vllm_options as vo; print(vo.installed_vllm_version()); "
             "print(' '.join(vo.long_options(vo.vllm_serve_parser()[0])))")
     out = subprocess.run([_VLLM_PYTHON, "-c", code, os.path.join(ROOT, ".cache", "collections")],
-                         capture_output=True, text=True, check=True, timeout=300, env=dict(os.environ,
-                                                                                             VLLM_CONFIGURE_LOGGING="0"))
+                         capture_output=True, text=True, check=True, timeout=300,
+                         env=dict(os.environ, VLLM_CONFIGURE_LOGGING="0"))
     version, names = out.stdout.strip().splitlines()[-2:]
     if version != vo.REFERENCE_VLLM_VERSION:
         pytest.skip(f"KNOWN_OPTIONS is from vLLM {vo.REFERENCE_VLLM_VERSION}, this is {version}")
