@@ -64,8 +64,8 @@ checks() {
   # the sanity ignore files and the source rules. The roles' tests build vLLM venvs and the tools' tests need
   # torch: they exercise no controller code that site.yml over SSH does not run here too.
   step "unit tests (subset)" env ASCENDAI_AWX_ARTIFACTS="$AWX_ARTIFACTS" python3 -m pytest -q -p no:cacheprovider \
-      tests/unit/plugins tests/unit/awx tests/unit/test_sanity_ignores.py tests/unit/test_sources_in_project.py \
-      tests/unit/tools/test_gen_role_docs.py tests/unit/tools/test_awx_job.py tests/unit/roles/test_offline_bundle_awx.py
+      tests/unit/plugins tests/integration/awx tests/unit/test_sanity_ignores.py tests/unit/test_sources_in_project.py \
+      tests/unit/tools/test_gen_role_docs.py tests/unit/tools/test_awx_job.py tests/integration/roles/test_offline_bundle_awx.py
   step "ansible-test sanity (ansible-core $(python3 -c 'import ansible; print(ansible.__version__)'))" sanity
   [[ ${#failed[@]} -eq 0 ]] || { echo "controller14: FAILED: ${failed[*]}"; return 1; }
 }

@@ -5,7 +5,7 @@
 #
 # No aarch64 machine and no container registry here: qemu-user-static (Debian's) runs aarch64 binaries
 # through binfmt_misc, and debootstrap --arch=arm64 makes the root from Debian's archive. The test drives it
-# with the community.general.chroot connection (tests/unit/roles/test_vllm_role_kunpeng.py). Cached: a second
+# with the community.general.chroot connection (tests/integration/roles/test_vllm_role_kunpeng.py). Cached: a second
 # run reuses the root (stamp = hash of the recipe).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

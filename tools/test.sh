@@ -2,7 +2,7 @@
 # The test command: everything CI runs, in order, failing on the first failure.
 #
 #   tools/test.sh            all stages
-#   tools/test.sh STAGE...   only these stages: host lint units sanity ansible-lint build controller14 bundle kunpeng
+#   tools/test.sh STAGE...   only these stages: host lint units integration sanity ansible-lint build controller14 bundle kunpeng
 #                            molecule (kunpeng-start / kunpeng-wait: the kunpeng stage in the background, as the
 #                            full run does)
 #                            (controller14: the newest ansible in a Debian 13 container; its SSH/AWX run is the
@@ -19,7 +19,7 @@ stages=("$@")
 # The full run starts the kunpeng stage (qemu, one core) in the background right after the bundle stage it needs,
 # and waits for it before Molecule: the checks in between (lint, units, sanity, ansible-lint, build, controller14)
 # keep the other core busy, so the two overlap instead of adding up.
-[[ ${#stages[@]} -gt 0 ]] || stages=(host bundle kunpeng-start lint units sanity ansible-lint build controller14
+[[ ${#stages[@]} -gt 0 ]] || stages=(host bundle kunpeng-start lint units integration sanity ansible-lint build controller14
                                      kunpeng-wait molecule)
 banner() { printf '\n===== %s =====\n' "$*"; }
 
@@ -65,6 +65,11 @@ stage_units() {
   banner "pytest units"
   command -v promtool >/dev/null 2>&1 || echo "promtool missing: the alert-rule checks will be skipped (tools/test.sh host)"
   python -m pytest -q tests/unit
+}
+
+stage_integration() {
+  banner "pytest integration (ansible-playbook on this machine: roles, playbooks)"
+  python -m pytest -q tests/integration
 }
 
 stage_sanity() {
@@ -140,15 +145,15 @@ stage_controller14() {
 stage_bundle() {
   banner "ascend offline bundle for aarch64 (download.yml, from PyPI)"
   # The default vllm-ascend row's aarch64 wheels (~500 MB) into .cache/bundle-ascend, then the checks of
-  # tests/unit/roles/test_offline_bundle_ascend.py (closed without an index, tags, manifest, re-run).
-  ASCENDAI_BUNDLE_TEST=1 python -m pytest -q -s tests/unit/roles/test_offline_bundle_ascend.py
+  # tests/integration/roles/test_offline_bundle_ascend.py (closed without an index, tags, manifest, re-run).
+  python -m pytest -q -s -m bundle tests/integration/roles/test_offline_bundle_ascend.py
 }
 
 stage_kunpeng() {
   banner "vllm role, ascend flavour, on an emulated Kunpeng node (qemu aarch64, the bundle stage's wheels)"
   # tools/kunpeng-root.sh: Debian 12 arm64 root through qemu-user-static; the roles run in it over the
-  # community.general.chroot connection (tests/unit/roles/test_vllm_role_kunpeng.py).
-  ASCENDAI_KUNPENG_TEST=1 python -m pytest -q -s tests/unit/roles/test_vllm_role_kunpeng.py
+  # community.general.chroot connection (tests/integration/roles/test_vllm_role_kunpeng.py).
+  python -m pytest -q -s -m kunpeng tests/integration/roles/test_vllm_role_kunpeng.py
 }
 
 kunpeng_start() {
@@ -218,6 +223,7 @@ for s in "${stages[@]}"; do
     host) stage_host ;;
     lint) stage_lint ;;
     units) stage_units ;;
+    integration) stage_integration ;;
     sanity) stage_sanity ;;
     ansible-lint) stage_ansible_lint ;;
     build) stage_build ;;

@@ -2,7 +2,7 @@
 
 The lock files under fixtures/wheel_plan/ are real `uv pip compile` output (uv 0.13.9):
 - runtime-0.11.0.lock, build-0.11.0.lock: the bundle stage's sets for vllm-ascend 0.11.0, aarch64 manylinux_2_28,
-  CPython 3.11 (tests/unit/roles/test_offline_bundle_ascend.py built them through playbooks/download.yml);
+  CPython 3.11 (tests/integration/roles/test_offline_bundle_ascend.py built them through playbooks/download.yml);
 - sdist.lock: sdist.in resolved the same way with --no-binary=arctic-inference (an sdist pin among wheels);
 - annotated.lock: sdist.in again with uv's header, `# via` annotations and --emit-index-url.
 wheels-jinja-before.yml is roles/offline_bundle/tasks/wheels.yml as it was before the logic moved to Python:

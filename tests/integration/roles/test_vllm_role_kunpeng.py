@@ -1,6 +1,6 @@
 """The vllm role's ascend flavour on an emulated Kunpeng (aarch64) node, from the real aarch64 bundle.
 
-Runs only when ASCENDAI_KUNPENG_TEST=1 (tools/test.sh kunpeng sets it), after the `bundle` stage has built
+Runs under the marker kunpeng (tools/test.sh kunpeng), after the `bundle` stage has built
 the aarch64 bundle of the default vllm-ascend row (ASCENDAI_BUNDLE_DIR, default .cache/bundle-ascend).
 tools/kunpeng-root.sh makes a Debian 12 arm64 root run through qemu-user-static; the roles python_runtime and
 vllm (flavour ascend) converge it through the community.general.chroot connection, exactly as on an Atlas
@@ -22,15 +22,14 @@ from ansible_collections.ascendai.vllm.plugins.module_utils import compat_matrix
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 BIN = os.path.join(ROOT, ".venv", "bin")
-ENABLED = os.environ.get("ASCENDAI_KUNPENG_TEST") == "1"
-pytestmark = pytest.mark.skipif(not ENABLED, reason="emulates aarch64 for ~15 min: tools/test.sh kunpeng runs it")
+pytestmark = pytest.mark.kunpeng  # deselected unless -m kunpeng (tools/test.sh kunpeng)
 
 BUNDLE = os.environ.get("ASCENDAI_BUNDLE_DIR") or os.path.join(ROOT, ".cache", "bundle-ascend")
 WHEELS = os.path.join(BUNDLE, "wheels", "aarch64")
 WHEELHOUSE = "/opt/ascendai/wheelhouse"
 VENV = "/opt/ascendai/venvs/vllm"
 
-# The release the bundle stage downloaded (tests/unit/roles/test_offline_bundle_ascend.py). The wheels are
+# The release the bundle stage downloaded (tests/integration/roles/test_offline_bundle_ascend.py). The wheels are
 # bind-mounted on the node (vllm_wheelhouse_src empty), where the role cannot list them, so the play pins it.
 VLLM_ASCEND = os.environ.get("ASCENDAI_BUNDLE_VLLM_ASCEND") or "0.11.0"
 

@@ -1,7 +1,7 @@
 """The ascend bundle for Kunpeng, built for real from PyPI by playbooks/download.yml (the `bundle` stage).
 
 This downloads the aarch64 set of vllm-ascend's compatibility row (about 500 MB for the default row) and so
-runs only when ASCENDAI_BUNDLE_TEST=1 (tools/test.sh bundle sets it). ASCENDAI_BUNDLE_VLLM_ASCEND picks another
+runs under the marker bundle (tools/test.sh bundle). ASCENDAI_BUNDLE_VLLM_ASCEND picks another
 row (default: the role's own default), ASCENDAI_BUNDLE_DIR the folder (default .cache/bundle-ascend, kept
 between runs: a re-run downloads nothing).
 
@@ -31,8 +31,7 @@ from packaging.utils import parse_sdist_filename, parse_wheel_filename
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 BIN = os.path.join(ROOT, ".venv", "bin")
-ENABLED = os.environ.get("ASCENDAI_BUNDLE_TEST") == "1"
-pytestmark = pytest.mark.skipif(not ENABLED, reason="downloads ~500 MB from PyPI: tools/test.sh bundle runs it")
+pytestmark = pytest.mark.bundle  # deselected unless -m bundle (tools/test.sh bundle)
 
 with open(os.path.join(ROOT, "roles", "offline_bundle", "defaults", "main.yml"), encoding="utf-8") as _handle:
     DEFAULTS = yaml.safe_load(_handle)
