@@ -941,3 +941,24 @@ def dest_paths(dest, files):
     if os.path.isdir(state):
         dirs.append(state)
     return dirs, [os.path.join(dest, rel) for rel in files]
+
+
+def apply_file_attributes(module, dest, files, changed, owner=None, group=None, mode=None, directory_mode=None):
+    """Give ``dest``, its directories and ``files`` (relative to dest) their owner, group and modes through the
+    ``AnsibleModule`` ``module`` (its ``set_*_if_different``, which honour check mode). Paths not there yet (check
+    mode: not fetched) are passed over. Returns ``changed``, or True when anything was changed."""
+    dirs, paths = dest_paths(dest, files)
+    for path, path_mode in [(d, directory_mode) for d in dirs] + [(f, mode) for f in paths]:
+        if not os.path.lexists(path):
+            continue
+        changed = module.set_owner_if_different(path, owner, changed)
+        changed = module.set_group_if_different(path, group, changed)
+        if path_mode is not None:
+            changed = module.set_mode_if_different(path, path_mode, changed)
+    return changed
+
+
+def fetch_diff(result):
+    """The ``diff`` of a fetch result: the files missing or different before, the manifest's files after."""
+    return {"before": {"missing_or_different": sorted(result["fetched"])},
+            "after": {"files": sorted(result["files"])}}

@@ -7,7 +7,7 @@ paths relative to the bundle). The source is an HTTP(S) URL of the bundle root, 
 (an NFS mount, a USB disk). Standard library only: this runs on the target node.
 
 Everything but the choice of the model's rows lives in :mod:`bundle` (manifest, sources, sha256 cache, the
-resumable parallel transfer with its progress file); the names below are kept for callers of this module.
+resumable parallel transfer with its progress file, ``FetchError``): import those names from there.
 """
 
 from __future__ import annotations
@@ -15,42 +15,14 @@ from __future__ import annotations
 import os
 import time
 
-# pylint: disable=unused-import
-from ansible_collections.ascendai.vllm.plugins.module_utils.bundle import (  # noqa: F401 (re-exported names)
-    CACHE_VERSION,
+from ansible_collections.ascendai.vllm.plugins.module_utils.bundle import (
     CHUNK_BYTES,
-    LOW_SPEED_BYTES_PER_S,
-    MANIFEST_MAX_BYTES,
     MANIFEST_NAME,
-    STATE_DIR,
-    STATUS_NAME,
-    DirSource,
     FetchError,
-    HttpSource,
-    Progress,
-    SlowTransfer,
-    SpeedGuard,
-    Stopped,
-    cache_path,
-    check_space,
-    download_file,
     fetch_files,
-    file_sha256,
-    free_space,
-    human,
-    is_url,
     load_entries,
-    local_sha256,
     make_source,
-    parse_manifest,
-    plan_files,
-    read_cached_sha256,
-    redact_url,
-    ssl_context,
-    write_cached_sha256,
 )
-from ansible_collections.ascendai.vllm.plugins.module_utils.bundle import dest_paths as model_paths  # noqa: F401
-# pylint: enable=unused-import
 
 
 def model_entries(entries, model, where=MANIFEST_NAME):

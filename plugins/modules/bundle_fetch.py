@@ -224,7 +224,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.ascendai.vllm.plugins.module_utils.bundle import (
     BundleError,
     DirSource,
-    dest_paths,
+    apply_file_attributes,
+    fetch_diff,
     fetch_files,
     load_entries,
     make_source,
@@ -311,22 +312,12 @@ def main():
     except OSError as exc:
         module.fail_json(msg=f"bundle_fetch into {p['dest']} failed: {exc}. {p['hint'] or ''}".strip())
 
-    changed = result["changed"]
     if p["dest"]:
-        dirs, files = dest_paths(result["dest"], result["files"])
-        for path, mode in [(d, p["directory_mode"]) for d in dirs] + [(f, p["mode"]) for f in files]:
-            if not os.path.lexists(path):
-                continue  # check mode: not fetched yet
-            changed = module.set_owner_if_different(path, p["owner"], changed)
-            changed = module.set_group_if_different(path, p["group"], changed)
-            if mode is not None:
-                changed = module.set_mode_if_different(path, mode, changed)
-    result["changed"] = changed
+        result["changed"] = apply_file_attributes(module, result["dest"], result["files"], result["changed"],
+                                                  owner=p["owner"], group=p["group"], mode=p["mode"],
+                                                  directory_mode=p["directory_mode"])
     if module._diff:
-        result["diff"] = {
-            "before": {"missing_or_different": sorted(result["fetched"])},
-            "after": {"files": sorted(result["files"])},
-        }
+        result["diff"] = fetch_diff(result)
     module.exit_json(**result)
 
 

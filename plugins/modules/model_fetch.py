@@ -199,14 +199,13 @@ status_file:
   sample: /opt/ascendai/models/deepseek-llm-67b-chat/.ascendai_fetch/status.json
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ascendai.vllm.plugins.module_utils.model_fetch import (
+from ansible_collections.ascendai.vllm.plugins.module_utils.bundle import (
     FetchError,
-    fetch_model,
-    model_paths,
+    apply_file_attributes,
+    fetch_diff,
 )
+from ansible_collections.ascendai.vllm.plugins.module_utils.model_fetch import fetch_model
 
 
 def main():
@@ -242,21 +241,11 @@ def main():
     except OSError as exc:
         module.fail_json(msg=f"model_fetch of {p['model']} into {p['dest']} failed: {exc}")
 
-    changed = result["changed"]
-    dirs, files = model_paths(result["dest"], result["files"])
-    for path, mode in [(d, p["directory_mode"]) for d in dirs] + [(f, p["mode"]) for f in files]:
-        if not os.path.lexists(path):
-            continue  # check mode: not fetched yet
-        changed = module.set_owner_if_different(path, p["owner"], changed)
-        changed = module.set_group_if_different(path, p["group"], changed)
-        if mode is not None:
-            changed = module.set_mode_if_different(path, mode, changed)
-    result["changed"] = changed
+    result["changed"] = apply_file_attributes(module, result["dest"], result["files"], result["changed"],
+                                              owner=p["owner"], group=p["group"], mode=p["mode"],
+                                              directory_mode=p["directory_mode"])
     if module._diff:
-        result["diff"] = {
-            "before": {"missing_or_different": sorted(result["fetched"])},
-            "after": {"files": sorted(result["files"])},
-        }
+        result["diff"] = fetch_diff(result)
     module.exit_json(**result)
 
 

@@ -193,3 +193,57 @@ def test_sha256_cache_is_keyed_by_size_and_mtime(tmp_path, monkeypatch):
     st = os.stat(tmp_path / DRIVER)
     os.utime(tmp_path / DRIVER, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
     assert bundle.read_cached_sha256(str(tmp_path), DRIVER) is None
+
+
+class _RecordingModule:
+    """The three AnsibleModule calls apply_file_attributes makes, recorded; ``differs`` paths report a change."""
+
+    def __init__(self, differs=()):
+        self.calls, self.differs = [], set(differs)
+
+    def _set(self, what, path, value, changed):
+        self.calls.append((what, path, value))
+        return changed or (value is not None and path in self.differs)
+
+    def set_owner_if_different(self, path, owner, changed):
+        return self._set("owner", path, owner, changed)
+
+    def set_group_if_different(self, path, group, changed):
+        return self._set("group", path, group, changed)
+
+    def set_mode_if_different(self, path, mode, changed):
+        return self._set("mode", path, mode, changed)
+
+
+def test_file_attributes_go_to_dest_its_directories_and_files(tmp_path):
+    """One home for what bundle_fetch and model_fetch did each in their main(): directory_mode on dest and the
+    directories below it (and the state directory), mode on the files, owner and group on all; a file not there
+    (check mode) is passed over."""
+    dest = str(tmp_path / "m")
+    os.makedirs(os.path.join(dest, "sub"))
+    os.makedirs(os.path.join(dest, bundle.STATE_DIR))
+    for rel in ("config.json", "sub/w.safetensors"):
+        with open(os.path.join(dest, rel), "w", encoding="utf-8") as handle:
+            handle.write("x")
+    module = _RecordingModule()
+    files = ["config.json", "sub/w.safetensors", "not-yet.bin"]
+    assert bundle.apply_file_attributes(module, dest, files, False, owner="vllm", group="vllm", mode="0640",
+                                        directory_mode="0750") is False
+    modes = {path: value for what, path, value in module.calls if what == "mode"}
+    state = os.path.join(dest, bundle.STATE_DIR)
+    assert modes == {dest: "0750", os.path.join(dest, "sub"): "0750", state: "0750",
+                     os.path.join(dest, "config.json"): "0640", os.path.join(dest, "sub", "w.safetensors"): "0640"}
+    assert {path for what, path, _value in module.calls if what == "owner"} == set(modes)
+    assert bundle.apply_file_attributes(module, dest, files, True) is True
+    changed_one = _RecordingModule(differs=[os.path.join(dest, "config.json")])
+    assert bundle.apply_file_attributes(changed_one, dest, files, False, mode="0600") is True
+    # no mode given: no mode call at all
+    assert not [c for c in _RecordingModule().calls if c[0] == "mode"]
+    plain = _RecordingModule()
+    bundle.apply_file_attributes(plain, dest, files, False, owner="vllm")
+    assert not [c for c in plain.calls if c[0] == "mode"]
+
+
+def test_fetch_diff_names_what_was_missing_and_the_files_after():
+    assert bundle.fetch_diff({"fetched": ["b", "a"], "files": ["c", "a", "b"]}) == {
+        "before": {"missing_or_different": ["a", "b"]}, "after": {"files": ["a", "b", "c"]}}

@@ -138,7 +138,7 @@ def make_bundle(root, files, extra_manifest=""):
         f.write(readme)
     lines.append(f"{hashlib.sha256(readme).hexdigest()}  models/README.md")
     text = "\n".join(lines) + "\n" + extra_manifest
-    with open(os.path.join(root, mf.MANIFEST_NAME), "w", encoding="utf-8") as f:
+    with open(os.path.join(root, bundle_utils.MANIFEST_NAME), "w", encoding="utf-8") as f:
         f.write(text)
     return Bundle(str(root), files, text)
 
@@ -167,7 +167,7 @@ def read(path):
 def test_parse_manifest_reads_sha256sum_output_with_binary_marker_and_comments():
     a, b = "a" * 64, "B" * 64
     text = f"# made by playbooks/download.yml\n{a}  models/x/config.json\n{b} *models/x/w.safetensors\n\n"
-    assert mf.parse_manifest(text) == {"models/x/config.json": a, "models/x/w.safetensors": "b" * 64}
+    assert bundle_utils.parse_manifest(text) == {"models/x/config.json": a, "models/x/w.safetensors": "b" * 64}
 
 
 @pytest.mark.parametrize("line,needle", [
@@ -177,14 +177,14 @@ def test_parse_manifest_reads_sha256sum_output_with_binary_marker_and_comments()
     ("a" * 64 + "  models//x", "not a plain relative path"),
 ])
 def test_parse_manifest_rejects_bad_lines_naming_the_line(line, needle):
-    with pytest.raises(mf.FetchError, match="line 2") as exc:
-        mf.parse_manifest("b" * 64 + "  ok\n" + line + "\n")
+    with pytest.raises(bundle_utils.FetchError, match="line 2") as exc:
+        bundle_utils.parse_manifest("b" * 64 + "  ok\n" + line + "\n")
     assert needle in str(exc.value)
 
 
 def test_parse_manifest_rejects_one_path_with_two_digests():
-    with pytest.raises(mf.FetchError, match="listed twice"):
-        mf.parse_manifest(f"{'a' * 64}  m/x\n{'b' * 64}  m/x\n")
+    with pytest.raises(bundle_utils.FetchError, match="listed twice"):
+        bundle_utils.parse_manifest(f"{'a' * 64}  m/x\n{'b' * 64}  m/x\n")
 
 
 _names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_.", min_size=1, max_size=12).filter(
@@ -195,13 +195,13 @@ _names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_.", min_size=1,
 @settings(max_examples=60, deadline=None)
 def test_parse_manifest_round_trips_what_sha256sum_writes(files):
     text = "".join(f"{hashlib.sha256(d).hexdigest()}  {p}\n" for p, d in files.items())
-    assert mf.parse_manifest(text) == {p: hashlib.sha256(d).hexdigest() for p, d in files.items()}
+    assert bundle_utils.parse_manifest(text) == {p: hashlib.sha256(d).hexdigest() for p, d in files.items()}
 
 
 def test_model_entries_names_the_models_the_bundle_has():
     entries = {"models/a/config.json": "0" * 64, "models/b/x": "1" * 64, "wheels/w.whl": "2" * 64}
     assert mf.model_entries(entries, "a") == [("config.json", "models/a/config.json", "0" * 64)]
-    with pytest.raises(mf.FetchError) as exc:
+    with pytest.raises(bundle_utils.FetchError) as exc:
         mf.model_entries(entries, "deepseek")
     assert "models/deepseek/" in str(exc.value) and "models in this bundle: a, b" in str(exc.value)
 
@@ -230,7 +230,7 @@ def test_fetch_over_http_then_second_run_reads_nothing(server, tmp_path, monkeyp
     res2 = mf.fetch_model(dest, MODEL, src=server.url)
     assert res2["changed"] is False and res2["fetched"] == [] and sorted(res2["present"]) == sorted(bundle.files)
     assert hashed == []  # the sidecar cache answered
-    assert [r for r in server.log if r[0] == "GET"] == [("GET", mf.MANIFEST_NAME, None)]
+    assert [r for r in server.log if r[0] == "GET"] == [("GET", bundle_utils.MANIFEST_NAME, None)]
 
 
 def test_interrupted_download_resumes_with_a_range_request(server, tmp_path):
@@ -238,18 +238,18 @@ def test_interrupted_download_resumes_with_a_range_request(server, tmp_path):
     big = "model-00001-of-00002.safetensors"
     server.cut_after[f"models/{MODEL}/{big}"] = 123_457
     dest = str(tmp_path / "dest")
-    with pytest.raises(mf.FetchError) as exc:
+    with pytest.raises(bundle_utils.FetchError) as exc:
         mf.fetch_model(dest, MODEL, src=server.url, retries=0, backoff=0)
     msg = str(exc.value)
     assert big in msg and "re-run to resume" in msg and "120.6 KiB" in msg
-    part = os.path.join(dest, mf.STATE_DIR, big + ".part")
+    part = os.path.join(dest, bundle_utils.STATE_DIR, big + ".part")
     assert os.path.getsize(part) == 123_457
     assert not os.path.exists(os.path.join(dest, big))
 
     server.log.clear()
     missing = [r for r in bundle.files if not os.path.exists(os.path.join(dest, r))]
-    parts = sum(os.path.getsize(os.path.join(dest, mf.STATE_DIR, r + ".part")) for r in missing
-                if os.path.exists(os.path.join(dest, mf.STATE_DIR, r + ".part")))
+    parts = sum(os.path.getsize(os.path.join(dest, bundle_utils.STATE_DIR, r + ".part")) for r in missing
+                if os.path.exists(os.path.join(dest, bundle_utils.STATE_DIR, r + ".part")))
     res = mf.fetch_model(dest, MODEL, src=server.url)
     assert sorted(res["fetched"]) == sorted(missing) and big in missing
     assert res["resumed_bytes"] == parts >= 123_457
@@ -275,7 +275,7 @@ def test_server_ignoring_range_restarts_the_file(server, tmp_path):
     bundle = make_bundle(server.root, model_files())
     big = "model-00001-of-00002.safetensors"
     dest = str(tmp_path / "dest")
-    part = os.path.join(dest, mf.STATE_DIR, big + ".part")
+    part = os.path.join(dest, bundle_utils.STATE_DIR, big + ".part")
     os.makedirs(os.path.dirname(part))
     with open(part, "wb") as f:
         f.write(b"\xff" * 1000)  # garbage: only a full restart gives the right bytes
@@ -290,7 +290,7 @@ def test_complete_part_from_a_crash_before_rename_is_verified_not_downloaded(ser
     bundle = make_bundle(server.root, model_files())
     big = "model-00001-of-00002.safetensors"
     dest = str(tmp_path / "dest")
-    part = os.path.join(dest, mf.STATE_DIR, big + ".part")
+    part = os.path.join(dest, bundle_utils.STATE_DIR, big + ".part")
     os.makedirs(os.path.dirname(part))
     with open(part, "wb") as f:
         f.write(bundle.files[big])
@@ -307,15 +307,15 @@ def test_bad_sha256_is_refused_and_the_file_removed(server, tmp_path):
         f.seek(1000)
         f.write(b"X")  # the bundle's copy is damaged after the manifest was made
     dest = str(tmp_path / "dest")
-    with pytest.raises(mf.FetchError) as exc:
+    with pytest.raises(bundle_utils.FetchError) as exc:
         mf.fetch_model(dest, MODEL, src=server.url)
     msg = str(exc.value)
     want = hashlib.sha256(bundle.files[bad]).hexdigest()
     got = hashlib.sha256(read(os.path.join(server.root, "models", MODEL, bad))).hexdigest()
     assert bad in msg and want in msg and got in msg and "was removed" in msg and "sha256sum -c" in msg
     assert not os.path.exists(os.path.join(dest, bad))
-    assert not os.path.exists(os.path.join(dest, mf.STATE_DIR, bad + ".part"))
-    assert json.loads(read(os.path.join(dest, mf.STATE_DIR, mf.STATUS_NAME)))["state"] == "failed"
+    assert not os.path.exists(os.path.join(dest, bundle_utils.STATE_DIR, bad + ".part"))
+    assert json.loads(read(os.path.join(dest, bundle_utils.STATE_DIR, bundle_utils.STATUS_NAME)))["state"] == "failed"
 
 
 def test_present_file_with_other_content_is_fetched_again(server, tmp_path):
@@ -347,12 +347,12 @@ def test_not_enough_disk_is_refused_before_writing(server, tmp_path, monkeypatch
     bundle = make_bundle(server.root, model_files())
     need = sum(len(d) for d in bundle.files.values())
     fake = namedtuple("statvfs", "f_bavail f_frsize")(f_bavail=need // 4096 - 1, f_frsize=4096)
-    monkeypatch.setattr(mf.os, "statvfs", lambda path: fake)
+    monkeypatch.setattr(bundle_utils.os, "statvfs", lambda path: fake)
     dest = str(tmp_path / "models" / "tiny")
-    with pytest.raises(mf.FetchError) as exc:
+    with pytest.raises(bundle_utils.FetchError) as exc:
         mf.fetch_model(dest, MODEL, src=server.url)
     msg = str(exc.value)
-    assert f"need {mf.human(need)} ({need} bytes)" in msg
+    assert f"need {bundle_utils.human(need)} ({need} bytes)" in msg
     assert f"the filesystem of {tmp_path} has" in msg and f"({fake.f_bavail * 4096} bytes) free" in msg
     assert dest in msg
     assert not os.path.exists(dest)
@@ -376,7 +376,7 @@ def test_check_mode_reports_and_writes_nothing(server, tmp_path):
     assert res["changed"] is True and sorted(res["fetched"]) == sorted(bundle.files)
     assert res["bytes_needed"] == sum(len(d) for d in bundle.files.values())
     assert not os.path.exists(dest)
-    assert not [r for r in server.log if r[0] == "GET" and r[1] != mf.MANIFEST_NAME]
+    assert not [r for r in server.log if r[0] == "GET" and r[1] != bundle_utils.MANIFEST_NAME]
 
 
 def test_files_are_transferred_in_parallel(server, tmp_path):
@@ -423,13 +423,13 @@ def test_progress_file_shows_a_transfer_in_flight(server, tmp_path):
 def test_http_404_names_the_url(server, tmp_path):
     make_bundle(server.root, model_files())
     os.unlink(os.path.join(server.root, "models", MODEL, "tokenizer.json"))
-    with pytest.raises(mf.FetchError) as exc:
+    with pytest.raises(bundle_utils.FetchError) as exc:
         mf.fetch_model(str(tmp_path / "dest"), MODEL, src=server.url)
     assert f"{server.url}models/{MODEL}/tokenizer.json: HTTP 404" in str(exc.value)
 
 
 def test_unreachable_server_is_reported(tmp_path):
-    with pytest.raises(mf.FetchError) as exc:
+    with pytest.raises(bundle_utils.FetchError) as exc:
         mf.fetch_model(str(tmp_path / "d"), MODEL, src="http://127.0.0.1:9/bundle/", timeout=2)
     assert "http://127.0.0.1:9/bundle/MANIFEST.sha256" in str(exc.value)
 
@@ -441,7 +441,7 @@ def test_fetch_from_a_directory_on_the_node_resumes_a_part(tmp_path):
     bundle = make_bundle(str(tmp_path / "mnt"), model_files())
     dest = str(tmp_path / "dest")
     big = "model-00001-of-00002.safetensors"
-    part = os.path.join(dest, mf.STATE_DIR, big + ".part")
+    part = os.path.join(dest, bundle_utils.STATE_DIR, big + ".part")
     os.makedirs(os.path.dirname(part))
     with open(part, "wb") as f:
         f.write(bundle.files[big][:7777])
@@ -460,7 +460,7 @@ def test_verify_only_with_manifest_content(tmp_path):
     os.unlink(os.path.join(dest, "tokenizer.json"))
     with open(os.path.join(dest, "config.json"), "ab") as f:
         f.write(b" ")
-    with pytest.raises(mf.FetchError) as exc:
+    with pytest.raises(bundle_utils.FetchError) as exc:
         mf.fetch_model(dest, MODEL, manifest_text=bundle.manifest)
     msg = str(exc.value)
     assert "tokenizer.json: missing" in msg
@@ -468,13 +468,13 @@ def test_verify_only_with_manifest_content(tmp_path):
 
 
 def test_no_source_and_no_manifest_is_refused(tmp_path):
-    with pytest.raises(mf.FetchError, match="give src"):
+    with pytest.raises(bundle_utils.FetchError, match="give src"):
         mf.fetch_model(str(tmp_path), MODEL)
 
 
 def test_model_paths_lists_every_directory_once(tmp_path):
     dest = str(tmp_path / "m")
-    dirs, files = mf.model_paths(dest, ["a.json", "sub/x/y.bin", "sub/z.bin"])
+    dirs, files = bundle_utils.dest_paths(dest, ["a.json", "sub/x/y.bin", "sub/z.bin"])
     assert dirs == [dest, f"{dest}/sub", f"{dest}/sub/x"]
     assert files == [f"{dest}/a.json", f"{dest}/sub/x/y.bin", f"{dest}/sub/z.bin"]
 
@@ -483,10 +483,10 @@ def test_model_paths_lists_every_directory_once(tmp_path):
 
 
 def test_redact_url_hides_user_and_password():
-    assert mf.redact_url("http://ops:s3cr@t@bundle:8080/b/") == "http://***@bundle:8080/b/"
-    assert mf.redact_url("https://token@bundle/b/x?y=1") == "https://***@bundle/b/x?y=1"
-    assert mf.redact_url("http://bundle/b/") == "http://bundle/b/"
-    assert mf.redact_url("/mnt/bundle") == "/mnt/bundle"
+    assert bundle_utils.redact_url("http://ops:s3cr@t@bundle:8080/b/") == "http://***@bundle:8080/b/"
+    assert bundle_utils.redact_url("https://token@bundle/b/x?y=1") == "https://***@bundle/b/x?y=1"
+    assert bundle_utils.redact_url("http://bundle/b/") == "http://bundle/b/"
+    assert bundle_utils.redact_url("/mnt/bundle") == "/mnt/bundle"
 
 
 def test_credentials_in_the_url_authenticate_and_never_reach_a_message(server, tmp_path):
@@ -502,7 +502,7 @@ def test_credentials_in_the_url_authenticate_and_never_reach_a_message(server, t
     RangeHandler.do_GET = recording_get
     try:
         src = server.url.replace("http://", "http://ops:p%40ss@word@")
-        with pytest.raises(mf.FetchError) as exc:
+        with pytest.raises(bundle_utils.FetchError) as exc:
             mf.fetch_model(str(tmp_path / "dest"), MODEL, src=src)
     finally:
         RangeHandler.do_GET = original
@@ -528,10 +528,10 @@ def test_an_empty_file_in_the_manifest_is_fetched(server, tmp_path):
 def test_a_body_longer_than_announced_is_not_written(server, tmp_path):
     make_bundle(server.root, model_files())
     server.grow = {f"models/{MODEL}/model-00001-of-00002.safetensors": 5_000_000}
-    with pytest.raises(mf.FetchError) as exc:
+    with pytest.raises(bundle_utils.FetchError) as exc:
         mf.fetch_model(str(tmp_path / "dest"), MODEL, src=server.url)
     assert "more than the 300000 bytes it announced" in str(exc.value)
-    part = tmp_path / "dest" / mf.STATE_DIR / "model-00001-of-00002.safetensors.part"
+    part = tmp_path / "dest" / bundle_utils.STATE_DIR / "model-00001-of-00002.safetensors.part"
     assert not part.exists() or part.stat().st_size <= 300_000
 
 
@@ -539,8 +539,19 @@ def test_a_body_longer_than_announced_is_not_written(server, tmp_path):
 def test_a_manifest_that_is_not_utf8_is_named(server, tmp_path, where):
     root = server.root if where == "http" else str(tmp_path / "mnt")
     make_bundle(root, model_files())
-    with open(os.path.join(root, mf.MANIFEST_NAME), "ab") as f:
+    with open(os.path.join(root, bundle_utils.MANIFEST_NAME), "ab") as f:
         f.write(b"\xff\xfe  models/tiny/x\n")
-    with pytest.raises(mf.FetchError) as exc:
+    with pytest.raises(bundle_utils.FetchError) as exc:
         mf.fetch_model(str(tmp_path / "dest"), MODEL, src=server.url if where == "http" else root)
-    assert "not UTF-8 text" in str(exc.value) and mf.MANIFEST_NAME in str(exc.value)
+    assert "not UTF-8 text" in str(exc.value) and bundle_utils.MANIFEST_NAME in str(exc.value)
+
+
+def test_model_fetch_keeps_no_copy_of_the_bundle_code():
+    """Issue 18: the manifest, the sources, the sha256 cache and the transfer live in module_utils/bundle.py only;
+    model_fetch adds the choice of a model's rows and its result, and re-exports none of bundle's names."""
+    own = {name for name, value in vars(mf).items()
+           if callable(value) and getattr(value, "__module__", "") == mf.__name__}
+    assert own == {"model_entries", "fetch_model"}
+    for name in ("parse_manifest", "redact_url", "HttpSource", "DirSource", "local_sha256",
+                 "read_cached_sha256", "download_file", "check_space", "human", "model_paths", "STATE_DIR"):
+        assert not hasattr(mf, name), f"model_fetch.{name}: import it from module_utils/bundle.py"

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from ansible_collections.ascendai.vllm.plugins.module_utils import bundle as bundle_utils
 from ansible_collections.ascendai.vllm.plugins.module_utils import model_fetch as mf
 from ansible_collections.ascendai.vllm.tests.unit.plugins.module_utils.test_model_fetch import (
     MODEL,
@@ -91,18 +92,19 @@ def test_a_trickling_file_times_out(drip_server, tmp_path):
     finished, error = run_bounded(
         lambda: mf.fetch_model(str(tmp_path / "dest"), MODEL, src=drip_server.url, timeout=1, retries=0), 12)
     assert finished, "still fetching a file sent one byte at a time"
-    assert isinstance(error, mf.FetchError), error
+    assert isinstance(error, bundle_utils.FetchError), error
     assert "model-00001-of-00002.safetensors" in str(error) and "bytes/s" in str(error)
     assert time.monotonic() - started < 10
 
 
 def test_a_trickling_manifest_times_out(drip_server, tmp_path):
     make_bundle(drip_server.root, model_files())
-    drip_server.drip = {mf.MANIFEST_NAME}
+    drip_server.drip = {bundle_utils.MANIFEST_NAME}
     finished, error = run_bounded(
         lambda: mf.fetch_model(str(tmp_path / "dest"), MODEL, src=drip_server.url, timeout=1, retries=0), 12)
     assert finished, "still reading a manifest sent one byte at a time"
-    assert isinstance(error, mf.FetchError) and mf.MANIFEST_NAME in str(error) and "bytes/s" in str(error)
+    assert isinstance(error, bundle_utils.FetchError)
+    assert bundle_utils.MANIFEST_NAME in str(error) and "bytes/s" in str(error)
 
 
 def test_the_guard_lets_a_steady_transfer_through():
@@ -112,7 +114,7 @@ def test_the_guard_lets_a_steady_transfer_through():
         def read1(self, n):
             return b"x" * n
 
-    guard = mf.SpeedGuard(Stream(), window=5, clock=lambda: next(ticks))
+    guard = bundle_utils.SpeedGuard(Stream(), window=5, clock=lambda: next(ticks))
     for _read in range(20):
         assert len(guard.read(1 << 20)) == 1 << 20
 
@@ -124,7 +126,7 @@ def test_the_guard_stops_a_slow_one():
         def read1(self, n):
             return b"x"
 
-    guard = mf.SpeedGuard(Stream(), window=5, clock=lambda: next(ticks))
-    with pytest.raises(mf.SlowTransfer, match="less than 1024 bytes/s"):
+    guard = bundle_utils.SpeedGuard(Stream(), window=5, clock=lambda: next(ticks))
+    with pytest.raises(bundle_utils.SlowTransfer, match="less than 1024 bytes/s"):
         for _read in range(10):
             guard.read(1 << 20)

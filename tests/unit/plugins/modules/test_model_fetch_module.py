@@ -9,7 +9,7 @@ import stat
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.ascendai.vllm.plugins.module_utils import model_fetch as mf
+from ansible_collections.ascendai.vllm.plugins.module_utils import bundle as bundle_utils
 from ansible_collections.ascendai.vllm.plugins.modules import model_fetch
 from ansible_collections.ascendai.vllm.tests.unit.plugins.module_utils import test_model_fetch as helpers
 from ansible_collections.ascendai.vllm.tests.unit.plugins.module_utils.test_model_fetch import (
@@ -73,4 +73,4 @@ def test_failure_names_model_and_dest(server, tmp_path, capsys):
     res = run_module(capsys, {"src": server.url, "model": "other", "dest": str(tmp_path / "d")})
     assert res["failed"] is True and res["model"] == "other"
     assert "lists no files under models/other/" in res["msg"] and f"models in this bundle: {MODEL}" in res["msg"]
-    assert not os.path.exists(tmp_path / "d" / mf.STATE_DIR)
+    assert not os.path.exists(tmp_path / "d" / bundle_utils.STATE_DIR)
