@@ -943,6 +943,27 @@ def dest_paths(dest, files):
     return dirs, [os.path.join(dest, rel) for rel in files]
 
 
+_TRANSFER_ARGUMENT_SPEC = {
+    "parallel": {"type": "int", "default": 4},
+    "retries": {"type": "int", "default": 3},
+    "timeout": {"type": "int", "default": 60},
+    "validate_certs": {"type": "bool", "default": True},
+    "ca_path": {"type": "path"},
+    "rehash": {"type": "bool", "default": False},
+    "status_file": {"type": "path"},
+    "owner": {"type": "str"},
+    "group": {"type": "str"},
+    "mode": {"type": "raw"},
+    "directory_mode": {"type": "raw"},
+}
+
+
+def transfer_argument_spec():
+    """The options of the fetch modules (bundle_fetch, model_fetch) that :func:`fetch_files` and
+    :func:`apply_file_attributes` take, a fresh copy; documented once in plugins/doc_fragments/bundle_transfer.py."""
+    return {name: dict(spec) for name, spec in _TRANSFER_ARGUMENT_SPEC.items()}
+
+
 def apply_file_attributes(module, dest, files, changed, owner=None, group=None, mode=None, directory_mode=None):
     """Give ``dest``, its directories and ``files`` (relative to dest) their owner, group and modes through the
     ``AnsibleModule`` ``module`` (its ``set_*_if_different``, which honour check mode). Paths not there yet (check

@@ -55,47 +55,8 @@ options:
         variable to set).
     type: str
     default: ""
-  parallel:
-    description: Files transferred at once.
-    type: int
-    default: 4
-  retries:
-    description: Retries of one file after a network error (each resumes where the last stopped).
-    type: int
-    default: 3
-  timeout:
-    description:
-      - Seconds an HTTP connection may stay silent; a transfer slower than 1 KiB/s over this many seconds is given
-        up and retried.
-    type: int
-    default: 60
-  validate_certs:
-    description: Verify the server's TLS certificate for C(https://) sources.
-    type: bool
-    default: true
-  ca_path:
-    description: PEM file of the CA that signed the bundle server's certificate.
-    type: path
-  rehash:
-    description: Read every present file again instead of trusting the cached sha256 (size and mtime unchanged).
-    type: bool
-    default: false
-  status_file:
-    description: JSON file receiving the progress every second; default C(<dest>/.ascendai_fetch/status.json).
-    type: path
-  owner:
-    description: Owner of O(dest), its directories and files.
-    type: str
-  group:
-    description: Group of O(dest), its directories and files.
-    type: str
-  mode:
-    description: Mode of the fetched files, for example C('0640').
-    type: raw
-  directory_mode:
-    description: Mode of O(dest) and the directories below it, for example C('0750').
-    type: raw
 extends_documentation_fragment:
+  - ascendai.vllm.bundle_transfer
   - ascendai.vllm.attributes
   - ascendai.vllm.attributes.idempotent
 attributes:
@@ -231,6 +192,7 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.bundle import (
     make_source,
     redact_url,
     select,
+    transfer_argument_spec,
     verify_in_place,
 )
 
@@ -285,17 +247,7 @@ def main():
             "prefix": {"type": "str"},
             "manifest_content": {"type": "str"},
             "hint": {"type": "str", "default": ""},
-            "parallel": {"type": "int", "default": 4},
-            "retries": {"type": "int", "default": 3},
-            "timeout": {"type": "int", "default": 60},
-            "validate_certs": {"type": "bool", "default": True},
-            "ca_path": {"type": "path"},
-            "rehash": {"type": "bool", "default": False},
-            "status_file": {"type": "path"},
-            "owner": {"type": "str"},
-            "group": {"type": "str"},
-            "mode": {"type": "raw"},
-            "directory_mode": {"type": "raw"},
+            **transfer_argument_spec(),
         },
         required_one_of=[["src", "manifest_content"], ["files", "prefix"]],
         supports_check_mode=True,

@@ -45,45 +45,8 @@ options:
       - Content of C(MANIFEST.sha256) (sha256sum format, paths relative to the bundle).
       - Default is to read C(<src>/MANIFEST.sha256).
     type: str
-  parallel:
-    description: Files transferred at once.
-    type: int
-    default: 4
-  retries:
-    description: Retries of one file after a network error (each resumes where the last stopped).
-    type: int
-    default: 3
-  timeout:
-    description: Seconds an HTTP connection may stay silent.
-    type: int
-    default: 60
-  validate_certs:
-    description: Verify the server's TLS certificate for C(https://) sources.
-    type: bool
-    default: true
-  ca_path:
-    description: PEM file of the CA that signed the bundle server's certificate.
-    type: path
-  rehash:
-    description: Read every present file again instead of trusting the cached sha256 (size and mtime unchanged).
-    type: bool
-    default: false
-  status_file:
-    description: JSON file receiving the progress; default C(<dest>/.ascendai_fetch/status.json).
-    type: path
-  owner:
-    description: Owner of O(dest), its directories and files.
-    type: str
-  group:
-    description: Group of O(dest), its directories and files.
-    type: str
-  mode:
-    description: Mode of the model's files, for example C('0640').
-    type: raw
-  directory_mode:
-    description: Mode of O(dest) and the directories below it, for example C('0750').
-    type: raw
 extends_documentation_fragment:
+  - ascendai.vllm.bundle_transfer
   - ascendai.vllm.attributes
   - ascendai.vllm.attributes.idempotent
 attributes:
@@ -204,6 +167,7 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.bundle import (
     FetchError,
     apply_file_attributes,
     fetch_diff,
+    transfer_argument_spec,
 )
 from ansible_collections.ascendai.vllm.plugins.module_utils.model_fetch import fetch_model
 
@@ -215,17 +179,7 @@ def main():
             "dest": {"type": "path", "required": True},
             "model": {"type": "str", "required": True},
             "manifest_content": {"type": "str"},
-            "parallel": {"type": "int", "default": 4},
-            "retries": {"type": "int", "default": 3},
-            "timeout": {"type": "int", "default": 60},
-            "validate_certs": {"type": "bool", "default": True},
-            "ca_path": {"type": "path"},
-            "rehash": {"type": "bool", "default": False},
-            "status_file": {"type": "path"},
-            "owner": {"type": "str"},
-            "group": {"type": "str"},
-            "mode": {"type": "raw"},
-            "directory_mode": {"type": "raw"},
+            **transfer_argument_spec(),
         },
         required_one_of=[["src", "manifest_content"]],
         supports_check_mode=True,

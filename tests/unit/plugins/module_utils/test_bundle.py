@@ -12,8 +12,11 @@ import sys
 import threading
 
 import pytest
+import yaml
 
+from ansible_collections.ascendai.vllm.plugins.doc_fragments.bundle_transfer import ModuleDocFragment
 from ansible_collections.ascendai.vllm.plugins.module_utils import bundle
+from ansible_collections.ascendai.vllm.plugins.modules import bundle_fetch, model_fetch
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 SHA256SUM = shutil.which("sha256sum")
@@ -247,3 +250,21 @@ def test_file_attributes_go_to_dest_its_directories_and_files(tmp_path):
 def test_fetch_diff_names_what_was_missing_and_the_files_after():
     assert bundle.fetch_diff({"fetched": ["b", "a"], "files": ["c", "a", "b"]}) == {
         "before": {"missing_or_different": ["a", "b"]}, "after": {"files": ["a", "b", "c"]}}
+
+
+def test_the_transfer_options_are_documented_once_as_they_are_specified():
+    """bundle_fetch and model_fetch share their transfer options: one argument spec (transfer_argument_spec) and one
+    doc fragment (ascendai.vllm.bundle_transfer), which must say the same types and defaults; neither module
+    documents them again."""
+    documented = yaml.safe_load(ModuleDocFragment.DOCUMENTATION)["options"]
+    spec = bundle.transfer_argument_spec()
+    assert set(documented) == set(spec)
+    for name, option in spec.items():
+        assert documented[name]["type"] == option["type"], name
+        assert documented[name].get("default") == option.get("default"), name
+    spec["parallel"]["default"] = 99  # a copy: a caller cannot change the next module's defaults
+    assert bundle.transfer_argument_spec()["parallel"]["default"] == 4
+    for module in (bundle_fetch, model_fetch):
+        doc = yaml.safe_load(module.DOCUMENTATION)
+        assert "ascendai.vllm.bundle_transfer" in doc["extends_documentation_fragment"], module.__name__
+        assert not set(doc["options"]) & set(spec), module.__name__
