@@ -6,12 +6,13 @@
 # No aarch64 machine and no container registry here: qemu-user-static (Debian's) runs aarch64 binaries
 # through binfmt_misc, and debootstrap --arch=arm64 makes the root from Debian's archive. The test drives it
 # with the community.general.chroot connection (tests/integration/roles/test_vllm_role_kunpeng.py). Cached: a second
-# run reuses the root (stamp = hash of the recipe).
+# run reuses the root (stamp = the recipe). The test never changes it: it runs on an overlay of it.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DEST=${KUNPENG_ROOT:-$ROOT/.cache/kunpeng-root}
 PACKAGES=python3,python3-venv,python3-pip,python3-apt,ca-certificates
-STAMP="bookworm arm64 minbase $PACKAGES v1"
+# v2: the test now works on an overlay; roots of v1 had the test's venv installed in them.
+STAMP="bookworm arm64 minbase $PACKAGES v2"
 log() { printf '[kunpeng-root] %s\n' "$*" >&2; }
 
 if ! command -v qemu-aarch64-static >/dev/null 2>&1 || ! command -v debootstrap >/dev/null 2>&1; then

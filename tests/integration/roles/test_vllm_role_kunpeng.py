@@ -35,14 +35,22 @@ VLLM_ASCEND = os.environ.get("ASCENDAI_BUNDLE_VLLM_ASCEND") or "0.11.0"
 
 
 @pytest.fixture(scope="module")
-def node():
-    """The emulated root, with the bundle's wheels bind-mounted where the role finds them, and /proc."""
+def node(tmp_path_factory):
+    """A fresh node: an overlay on the cached emulated root (which stays as debootstrap made it, so a second run
+    of this stage starts from a bare node too), the bundle's wheels bind-mounted where the role finds them, /proc."""
     assert os.path.isdir(WHEELS), f"no aarch64 bundle at {WHEELS}: run tools/test.sh bundle first"
     out = subprocess.run([os.path.join(ROOT, "tools", "kunpeng-root.sh")], capture_output=True, text=True,
                          check=True)
-    root = out.stdout.strip().splitlines()[-1]
+    cached = out.stdout.strip().splitlines()[-1]
+    layer = tmp_path_factory.mktemp("kunpeng-node")
+    root = str(layer / "root")
+    for name in ("upper", "work", "root"):
+        os.makedirs(layer / name)
     mounts = []
     try:
+        subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                        f"lowerdir={cached},upperdir={layer / 'upper'},workdir={layer / 'work'}", root], check=True)
+        mounts.append(root)
         for source, target, args in ((WHEELS, root + WHEELHOUSE, ["--bind", "-o", "ro"]),
                                      ("proc", root + "/proc", ["-t", "proc"])):
             os.makedirs(target, exist_ok=True)
