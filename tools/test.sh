@@ -176,13 +176,43 @@ kunpeng_wait() {
   [[ $rc -eq 0 ]] || { echo "kunpeng stage failed (exit $rc)"; return 1; }
 }
 
+# Molecule scenarios run in two lanes side by side (MOLECULE_LANES=1: one after the other). One scenario drives one
+# node through one Ansible process and leaves most of the second core idle between tasks; two lanes fill it.
+# Lane a holds the scenarios that share a host port with the sandbox (default and controller14: 18770) and
+# some of the rest; every other scenario, a new one too, goes to lane b. The host ports each scenario's
+# prepare.yml serves the bundle on are distinct otherwise (18766 model, 18767 ascend_upgrade, 18771 ascend_stack,
+# 18772 deepseek_v3).
+MOLECULE_LANE_A="default controller14 model ascend_stack ascend_faults os_prep"
+
+run_scenario() {  # run_scenario NAME LOGDIR: one `molecule test`, its output printed whole when it ends
+  local s=$1 logdir=$2 start=$SECONDS rc=0
+  molecule test -s "$s" > "$logdir/$s.log" 2>&1 || rc=$?
+  local secs=$((SECONDS - start))
+  {
+    flock 9
+    banner "molecule test -s $s"
+    cat "$logdir/$s.log"
+    if [[ $rc -eq 0 ]]; then echo "molecule scenario $s passed in $secs s"; else echo "molecule scenario $s FAILED after $secs s"; fi
+  } 9> "$logdir/.print.lock"
+  if [[ $rc -eq 0 ]]; then echo "  molecule/$s $secs" >> "$logdir/times"; else echo "  molecule/$s(FAILED) $secs" >> "$logdir/times"; fi
+  return $rc
+}
+
+run_lane() {  # run_lane LOGDIR SCENARIO...: every scenario runs; the lane fails when any did
+  local logdir=$1 s failed=0
+  shift
+  for s in "$@"; do run_scenario "$s" "$logdir" || failed=1; done
+  return $failed
+}
+
 stage_molecule() {
   banner "molecule"
   eval "$(tools/sandbox-host.sh | grep -E '^(BASE|SIM)_IMAGE=')"
   export ASCENDAI_BASE_IMAGE=$BASE_IMAGE ASCENDAI_SIM_IMAGE=$SIM_IMAGE
-  # The sandbox's offline bundle (.cache/bundle: wheels, simulated .run packages, tiny model),
-  # which the scenarios serve to their nodes over HTTP.
+  # The sandbox's offline bundle (.cache/bundle: wheels, simulated .run packages, tiny models), which the
+  # scenarios serve to their nodes over HTTP; the tiny DeepSeek-V3 model too, before the lanes start.
   tools/sandbox.sh bundle
+  MODEL_NAME=tiny-deepseek-v3 tools/sandbox-model.sh
   # ansible-compat installs the collection under test into its own cache; keep it away from the
   # checkout's symlink tree (molecule's playbooks get that through the provisioner env).
   export ANSIBLE_COLLECTIONS_PATH=$ROOT/.ansible/collections
@@ -190,21 +220,24 @@ stage_molecule() {
   if [[ -z $scenarios ]]; then
     scenarios=$(find molecule -mindepth 2 -maxdepth 2 -name molecule.yml -printf '%h\n' | xargs -n1 basename | sort)
   fi
-  local s failed="" start
+  local logdir=$ROOT/.cache/molecule-logs
+  rm -rf "$logdir"
+  mkdir -p "$logdir"
+  local s lane_a=() lane_b=()
   for s in $scenarios; do
-    banner "molecule test -s $s"
-    start=$SECONDS
-    if molecule test -s "$s"; then
-      echo "molecule scenario $s passed in $((SECONDS - start)) s"
-      molecule_times+="  molecule/$s $((SECONDS - start))\n"
-    else
-      echo "molecule scenario $s FAILED after $((SECONDS - start)) s"
-      molecule_times+="  molecule/$s(FAILED) $((SECONDS - start))\n"
-      failed="$failed $s"
-    fi
+    if [[ ${MOLECULE_LANES:-2} -lt 2 || " $MOLECULE_LANE_A " == *" $s "* ]]; then lane_a+=("$s"); else lane_b+=("$s"); fi
   done
+  local rc=0 pid_b=""
+  if [[ ${#lane_b[@]} -gt 0 ]]; then
+    run_lane "$logdir" "${lane_b[@]}" &
+    pid_b=$!
+  fi
+  if [[ ${#lane_a[@]} -gt 0 ]]; then run_lane "$logdir" "${lane_a[@]}" || rc=1; fi
+  if [[ -n $pid_b ]]; then wait "$pid_b" || rc=1; fi
+  molecule_times=$(cat "$logdir/times")
+  molecule_times+="\n"
   # Every scenario runs; the stage fails when any did.
-  [[ -z $failed ]] || { echo "failed molecule scenarios:$failed"; return 1; }
+  [[ $rc -eq 0 ]] || { echo "failed molecule scenarios:"; grep FAILED "$logdir/times"; return 1; }
 }
 
 # Stage times, printed as a table at the end (and when a stage fails).
