@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 import pytest
+from ansible_collections.ascendai.vllm.tests.integration.test_support.playbook import run_playbook
 import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
@@ -131,18 +132,11 @@ _PLAY = """\
 
 def _run_role(tmp_path, venv):
     """The whole role on this machine (local connection, no NPU tools): returns the host's bundle directory."""
-    (tmp_path / "play.yml").write_text(_PLAY)
     dest = tmp_path / "bundle"
-    extra = {"ansible_connection": "local", "diagnostics_venv": str(venv), "diagnostics_dest_dir": str(dest),
+    extra = {"diagnostics_venv": str(venv), "diagnostics_dest_dir": str(dest),
              "diagnostics_npu_smi": str(tmp_path / "no-npu-smi"), "diagnostics_config_paths": [str(tmp_path / "etc")],
              "diagnostics_log_lines": 5}
-    (tmp_path / "vars.json").write_text(json.dumps(extra))
-    # not -e ansible_python_interpreter: extra vars outrank the task's, and the venv's module would run under this one
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_PYTHON_INTERPRETER=sys.executable)
-    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
-                           str(tmp_path / "play.yml"), "-e", f"@{tmp_path / 'vars.json'}"],
-                          capture_output=True, text=True, check=False, env=env, timeout=600, cwd=str(tmp_path))
+    proc = run_playbook(tmp_path, _PLAY, extra)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     (stamp,) = [p for p in dest.iterdir() if p.is_dir()]
     return stamp / "localhost"

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
+from ansible_collections.ascendai.vllm.tests.integration.test_support.playbook import run_playbook
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
@@ -28,12 +28,7 @@ def _check(tmp_path, flavour, dp):
                       "model_vllm_python": str(tmp_path / "no-venv" / "python"), "model_serve_quantization": "",
                       "model_data_parallel_size": dp},
              "tasks": [{"ansible.builtin.include_role": {"name": "ascendai.vllm.model", "tasks_from": "check"}}]}]
-    (tmp_path / "play.yml").write_text(json.dumps(play))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_PYTHON_INTERPRETER=sys.executable)
-    return subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
-                           "-c", "local", str(tmp_path / "play.yml")],
-                          capture_output=True, text=True, check=False, env=env, timeout=300, cwd=str(tmp_path))
+    return run_playbook(tmp_path, play, timeout=300)
 
 
 def test_cpu_refuses_moe_data_parallel_before_anything_starts(tmp_path):

@@ -7,14 +7,12 @@ a venv made by this Python under a temporary prefix, owned by nobody:nogroup. A 
 
 from __future__ import annotations
 
-import json
 import os
 import pwd
-import re
-import subprocess
 import sys
 
 import pytest
+from ansible_collections.ascendai.vllm.tests.integration.test_support.playbook import changed_count, run_playbook
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 TASKS = os.path.join(ROOT, "roles", "python_runtime", "tasks", "venvs.yml")
@@ -25,20 +23,12 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
 def _run(tmp_path, prefix):
     play = [{"hosts": "localhost", "gather_facts": False, "tasks": [
         {"name": "The role's venv tasks", "ansible.builtin.include_tasks": TASKS}]}]
-    (tmp_path / "play.yml").write_text(json.dumps(play))
-    extra = {"ansible_connection": "local", "python_runtime_venv_prefix": str(prefix),
-             "python_runtime_interpreter": sys.executable,
+    extra = {"python_runtime_venv_prefix": str(prefix), "python_runtime_interpreter": sys.executable,
              "python_runtime_version": "%d.%d" % sys.version_info[:2],
              "python_runtime_venvs": [{"name": "vllm", "owner": "nobody", "group": "nogroup"}]}
-    (tmp_path / "vars.json").write_text(json.dumps(extra))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_PYTHON_INTERPRETER=sys.executable)
-    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
-                           str(tmp_path / "play.yml"), "-e", f"@{tmp_path / 'vars.json'}"],
-                          capture_output=True, text=True, check=False, env=env, timeout=600, cwd=str(tmp_path))
+    proc = run_playbook(tmp_path, play, extra)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    changed = re.search(r"localhost\s+:\s+ok=\d+\s+changed=(\d+)", proc.stdout)
-    return int(changed.group(1)), proc.stdout
+    return changed_count(proc), proc.stdout
 
 
 def _owners(tree):
