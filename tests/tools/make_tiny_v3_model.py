@@ -20,10 +20,8 @@ import argparse
 import os
 import sys
 
-import numpy as np
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import make_tiny_model as base  # noqa: E402  (the tokenizer, the bf16 writer)
+# numpy and the base tool (tokenizers) are imported where the weights are made, so CONFIG and shapes() load on a
+# controller without them (the unit tests read CONFIG under ansible-core 2.14 in the controller14 stage).
 
 # DeepSeek-V3's config.json keys (https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json) at toy
 # size. No MTP layer (num_nextn_predict_layers 0): vLLM loads it only for speculative decoding.
@@ -109,6 +107,7 @@ def shapes(cfg):
 
 def weights(rng, cfg):
     """normal(0, 0.02) matrices, RMSNorm weights at 1, the routing correction bias at 0 (as trained from)."""
+    import numpy as np
     for name, shape in shapes(cfg):
         if name.endswith("norm.weight"):
             arr = np.ones(shape, dtype=np.float32)
@@ -121,6 +120,10 @@ def weights(rng, cfg):
 
 def make_tiny_v3_model(outdir, seed=0):
     """Write the model into ``outdir``; returns the list of files written."""
+    import numpy as np
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import make_tiny_model as base  # the tokenizer, the bf16 writer
+
     sc = base._convert_module()
     rng = np.random.default_rng(seed)
     os.makedirs(outdir, exist_ok=True)
