@@ -71,9 +71,12 @@ def converge(node, tmp_path):
             {"role": "ascendai.vllm.vllm", "vllm_flavour": "ascend", "vllm_ascend_version": VLLM_ASCEND,
              "vllm_wheelhouse_src": "",
              "vllm_wheelhouse_dest": WHEELHOUSE,
-             # PIP_COMPILE 0 (pip's --compile off; it is on by default): no .pyc written at install, for torch
-             # twice (the target and vLLM's isolated build env). Under qemu, pip's byte-compiling is emulated
-             # Python and most of the install's time; it checks nothing the role does, and pip never fails on it.
+             # PIP_COMPILE 0: pip's `--compile` (store_true, default True) set from the environment, read as a
+             # boolean (pip 23.0.1, the root's: src/pip/_internal/commands/install.py and cli/parser.py
+             # _update_defaults; PIP_NO_COMPILE=1 would mean compile=True). No .pyc written at install, for torch
+             # twice (the target and vLLM's isolated build env, which inherits the variable). Under qemu, pip's
+             # byte-compiling is emulated Python and over half the install's time (446 s -> 194 s); it checks
+             # nothing the role does, and pip never fails on it.
              "vllm_pip_env": {"PIP_INDEX_URL": "http://192.0.2.1:9/simple", "PIP_TIMEOUT": "2", "PIP_RETRIES": "0",
                               "PIP_COMPILE": "0"}},
         ],
