@@ -21,7 +21,7 @@ import os
 import sys
 
 # numpy and the base tool (tokenizers) are imported where the weights are made, so CONFIG and shapes() load on a
-# controller without them (the unit tests read CONFIG under ansible-core 2.14 in the controller14 stage).
+# controller without them (the controller14 stage reads CONFIG in its unit subset, in a container without numpy).
 
 # DeepSeek-V3's config.json keys (https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json) at toy
 # size. No MTP layer (num_nextn_predict_layers 0): vLLM loads it only for speculative decoding.
