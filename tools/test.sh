@@ -3,8 +3,9 @@
 #
 #   tools/test.sh            all stages
 #   tools/test.sh STAGE...   only these stages: host lint units integration sanity ansible-lint build controller14 bundle kunpeng
-#                            molecule (kunpeng-start / kunpeng-wait: the kunpeng stage in the background, as the
-#                            full run does)
+#                            images molecule (background-start / background-wait: the kunpeng stage and then
+#                            Molecule's lane b in the background, as the full run does; MOLECULE_SCENARIOS
+#                            applies to both lanes)
 #                            (controller14: the newest ansible in a Debian 13 container; its SSH/AWX run is the
 #                            Molecule scenario controller14)
 #                            (host: the Debian packages later stages use, the one stage that runs apt)
@@ -16,11 +17,13 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 stages=("$@")
-# The full run starts the kunpeng stage (qemu, one core) in the background right after the bundle stage it needs,
-# and waits for it at the end: the checks and Molecule keep the other core busy, so the two overlap instead of
-# adding up (waiting before Molecule left one core idle for about 110 s).
-[[ ${#stages[@]} -gt 0 ]] || stages=(host bundle kunpeng-start lint units integration sanity ansible-lint build controller14
-                                     molecule kunpeng-wait)
+# Two lanes on two cores. The full run starts a background lane right after the stages it needs (bundle: the
+# aarch64 wheels; images: the Docker images): the sandbox bundle Molecule serves, the kunpeng stage (qemu, one
+# core), then Molecule's lane b. The foreground runs the checks, then Molecule's lane a, and waits for the background at the end. Each
+# lane keeps one core busy from start to end: with kunpeng alone beside the checks, the second core sat idle for
+# about 250 s before Molecule started (warm run, session 7).
+[[ ${#stages[@]} -gt 0 ]] || stages=(host bundle images background-start lint units integration sanity ansible-lint build
+                                     controller14 molecule background-wait)
 banner() { printf '\n===== %s =====\n' "$*"; }
 
 tools/bootstrap.sh
@@ -156,33 +159,61 @@ stage_kunpeng() {
   python -m pytest -q -s -m kunpeng tests/integration/roles/test_vllm_role_kunpeng.py
 }
 
-kunpeng_start() {
-  banner "kunpeng stage started in the background (its output follows at kunpeng-wait)"
-  mkdir -p "$ROOT/.cache"
-  kunpeng_log=$ROOT/.cache/kunpeng-stage.log
-  ( start=$SECONDS; rc=0; stage_kunpeng > "$kunpeng_log" 2>&1 || rc=$?
-    echo "$rc $((SECONDS - start))" > "$kunpeng_log.rc" ) &
-  kunpeng_pid=$!
+stage_images() {
+  banner "Docker engine and the sandbox images (node, simulated Atlas node, controller)"
+  # Built here, once, before the lanes split: tools/sandbox-host.sh takes no lock of its own.
+  tools/sandbox-host.sh controller
 }
 
-kunpeng_wait() {
-  banner "waiting for the kunpeng stage"
-  wait "$kunpeng_pid" || true
-  kunpeng_pid=""
-  local rc secs
-  read -r rc secs < "$kunpeng_log.rc"
-  cat "$kunpeng_log"
-  times+=("kunpeng(bg) $secs")
-  [[ $rc -eq 0 ]] || { echo "kunpeng stage failed (exit $rc)"; return 1; }
+# The background lane: the Molecule preparation, kunpeng, Molecule's lane b. Its output goes to a file, printed at
+# background-wait; the preparation's exit status goes to a file of its own, which the molecule stage waits for.
+background_start() {
+  banner "background lane started: the Molecule preparation, kunpeng, then Molecule's lane b (its output follows at background-wait)"
+  mkdir -p "$ROOT/.cache"
+  bg_log=$ROOT/.cache/background.log
+  rm -f "$bg_log" "$bg_log".* "$ROOT/.cache/molecule-prep.rc"
+  molecule_lanes
+  (
+    # The preparation first, so that lane a never waits for it; Molecule's scenarios run only when it worked.
+    prc=0
+    molecule_prep || prc=$?
+    echo "$prc" > "$ROOT/.cache/molecule-prep.rc"
+    start=$SECONDS krc=0
+    stage_kunpeng || krc=$?
+    echo "$krc $((SECONDS - start))" > "$bg_log.kunpeng"
+    rc=0
+    if [[ $prc -eq 0 && ${#lane_b[@]} -gt 0 ]]; then run_lane "$logdir" "${lane_b[@]}" || rc=1; fi
+    [[ $prc -eq 0 && $krc -eq 0 ]] || rc=1
+    echo "$rc" > "$bg_log.rc"
+  ) > "$bg_log" 2>&1 &
+  bg_pid=$!
+}
+
+background_wait() {
+  banner "waiting for the background lane (kunpeng, Molecule's lane b)"
+  wait "$bg_pid" || true
+  bg_pid=""
+  cat "$bg_log"
+  local rc=1 krc=1 ksecs=?
+  [[ ! -f $bg_log.kunpeng ]] || read -r krc ksecs < "$bg_log.kunpeng"
+  [[ ! -f $bg_log.rc ]] || read -r rc < "$bg_log.rc"
+  times+=("kunpeng(bg) $ksecs")
+  molecule_times=$(cat "$logdir/times" 2>/dev/null || true)
+  molecule_times+="\n"
+  [[ $krc -eq 0 ]] || echo "kunpeng stage failed (exit $krc)"
+  [[ $rc -eq 0 ]] || { echo "background lane failed"; grep FAILED "$logdir/times" || true; return 1; }
 }
 
 # Molecule scenarios run in two lanes side by side (MOLECULE_LANES=1: one after the other). One scenario drives one
 # node through one Ansible process and leaves most of the second core idle between tasks; two lanes fill it.
-# Lane a holds the scenarios that share a host port with the sandbox (default and controller14: 18770) and
-# some of the rest; every other scenario, a new one too, goes to lane b. The host ports each scenario's
-# prepare.yml serves the bundle on are distinct otherwise (18766 model, 18767 ascend_upgrade, 18771 ascend_stack,
-# 18772 deepseek_v3).
-MOLECULE_LANE_A="default controller14 model ascend_stack ascend_faults os_prep"
+# Lane a holds the scenarios that share a host port with the sandbox (default and controller14: 18770) and a few
+# short ones; every other scenario, a new one too, goes to lane b, which the full run starts in the background
+# lane after kunpeng. The sizes (warm run, session 7, s): lane a default 673, controller14 354, cann_generations 68,
+# os_prep 37; lane b multinode 466, deepseek_v3 310, monitoring 128, ascend_stack 109, ascend_upgrade 106,
+# ascend_faults 70, model 62, python_tarball 45; beside them the checks (about 620) and kunpeng (about 400).
+# The host ports each scenario's prepare.yml serves the bundle on are distinct otherwise (18766 model,
+# 18767 ascend_upgrade, 18771 ascend_stack, 18772 deepseek_v3).
+MOLECULE_LANE_A="default controller14 cann_generations os_prep"
 
 run_scenario() {  # run_scenario NAME LOGDIR: one `molecule test`, its output printed whole when it ends
   local s=$1 logdir=$2 start=$SECONDS rc=0
@@ -205,36 +236,56 @@ run_lane() {  # run_lane LOGDIR SCENARIO...: every scenario runs; the lane fails
   return $failed
 }
 
-stage_molecule() {
-  banner "molecule"
+molecule_prep() {
   eval "$(tools/sandbox-host.sh | grep -E '^(BASE|SIM)_IMAGE=')"
   export ASCENDAI_BASE_IMAGE=$BASE_IMAGE ASCENDAI_SIM_IMAGE=$SIM_IMAGE
   # The sandbox's offline bundle (.cache/bundle: wheels, simulated .run packages, tiny models), which the
   # scenarios serve to their nodes over HTTP; the tiny DeepSeek-V3 model too, before the lanes start.
   tools/sandbox.sh bundle
   MODEL_NAME=tiny-deepseek-v3 tools/sandbox-model.sh
+}
+
+molecule_lanes() {  # sets logdir, lane_a, lane_b and the environment every scenario reads
   # ansible-compat installs the collection under test into its own cache; keep it away from the
   # checkout's symlink tree (molecule's playbooks get that through the provisioner env).
   export ANSIBLE_COLLECTIONS_PATH=$ROOT/.ansible/collections
-  local scenarios=${MOLECULE_SCENARIOS:-}
+  eval "$(tools/sandbox-host.sh --print | grep -E '^(BASE|SIM)_IMAGE=')"
+  export ASCENDAI_BASE_IMAGE=$BASE_IMAGE ASCENDAI_SIM_IMAGE=$SIM_IMAGE
+  local scenarios=${MOLECULE_SCENARIOS:-} s
   if [[ -z $scenarios ]]; then
     scenarios=$(find molecule -mindepth 2 -maxdepth 2 -name molecule.yml -printf '%h\n' | xargs -n1 basename | sort)
   fi
-  local logdir=$ROOT/.cache/molecule-logs
+  logdir=$ROOT/.cache/molecule-logs
   rm -rf "$logdir"
   mkdir -p "$logdir"
-  local s lane_a=() lane_b=()
+  lane_a=() lane_b=()
   for s in $scenarios; do
     if [[ ${MOLECULE_LANES:-2} -lt 2 || " $MOLECULE_LANE_A " == *" $s "* ]]; then lane_a+=("$s"); else lane_b+=("$s"); fi
   done
+}
+
+stage_molecule() {
+  banner "molecule"
   local rc=0 pid_b=""
-  if [[ ${#lane_b[@]} -gt 0 ]]; then
-    run_lane "$logdir" "${lane_b[@]}" &
-    pid_b=$!
+  if [[ -n ${bg_pid:-} ]]; then
+    # The background lane prepares and runs lane b: wait for its preparation, then run lane a here.
+    echo "lane a: ${lane_a[*]:-none}; lane b (background): ${lane_b[*]:-none}"
+    while [[ ! -f $ROOT/.cache/molecule-prep.rc ]] && kill -0 "$bg_pid" 2>/dev/null; do sleep 2; done
+    local prc=1
+    [[ ! -f $ROOT/.cache/molecule-prep.rc ]] || read -r prc < "$ROOT/.cache/molecule-prep.rc"
+    [[ $prc -eq 0 ]] || { echo "the Molecule preparation failed in the background lane (its output follows at background-wait)"; return 1; }
+  else
+    molecule_prep
+    molecule_lanes
+    echo "lane a: ${lane_a[*]:-none}; lane b: ${lane_b[*]:-none}"
+    if [[ ${#lane_b[@]} -gt 0 ]]; then
+      run_lane "$logdir" "${lane_b[@]}" &
+      pid_b=$!
+    fi
   fi
   if [[ ${#lane_a[@]} -gt 0 ]]; then run_lane "$logdir" "${lane_a[@]}" || rc=1; fi
   if [[ -n $pid_b ]]; then wait "$pid_b" || rc=1; fi
-  molecule_times=$(cat "$logdir/times")
+  molecule_times=$(cat "$logdir/times" 2>/dev/null || true)
   molecule_times+="\n"
   # Every scenario runs; the stage fails when any did.
   [[ $rc -eq 0 ]] || { echo "failed molecule scenarios:"; grep FAILED "$logdir/times"; return 1; }
@@ -243,12 +294,13 @@ stage_molecule() {
 # Stage times, printed as a table at the end (and when a stage fails).
 times=()
 stage_table() {
-  printf '\n%-14s %8s\n' stage seconds
+  printf '\n%-17s %8s\n' stage seconds
   local row
-  for row in "${times[@]}"; do printf '%-14s %8s\n' ${row}; done
+  for row in "${times[@]}"; do printf '%-17s %8s\n' ${row}; done
   [[ -z ${molecule_times:-} ]] || printf '%b' "$molecule_times"
 }
-trap 'rc=$?; [[ -z ${kunpeng_pid:-} ]] || { pkill -TERM -P "$kunpeng_pid" 2>/dev/null; kill "$kunpeng_pid" 2>/dev/null; } || true
+trap 'rc=$?; [[ -z ${bg_pid:-} ]] || { pkill -TERM -P "$bg_pid" 2>/dev/null; kill "$bg_pid" 2>/dev/null
+                                        banner "the background lane, stopped"; cat "$bg_log"; } || true
       [[ $rc -eq 0 ]] || { times+=("${current_stage:-?}(failed) $((SECONDS - stage_start))"); stage_table; }' EXIT
 for s in "${stages[@]}"; do
   current_stage=$s stage_start=$SECONDS
@@ -263,8 +315,9 @@ for s in "${stages[@]}"; do
     controller14) stage_controller14 ;;
     bundle) stage_bundle ;;
     kunpeng) stage_kunpeng ;;
-    kunpeng-start) kunpeng_start ;;
-    kunpeng-wait) kunpeng_wait ;;
+    images) stage_images ;;
+    background-start) background_start ;;
+    background-wait) background_wait ;;
     molecule) stage_molecule ;;
     *) echo "unknown stage: $s" >&2; exit 2 ;;
   esac
