@@ -17,12 +17,12 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 stages=("$@")
-# Two lanes on two cores. The full run starts a background lane right after the stages it needs (bundle: the
-# aarch64 wheels; images: the Docker images): the sandbox bundle Molecule serves, the kunpeng stage (qemu, one
-# core), then Molecule's lane b. The foreground runs the checks, then Molecule's lane a, and waits for the background at the end. Each
-# lane keeps one core busy from start to end: with kunpeng alone beside the checks, the second core sat idle for
-# about 250 s before Molecule started (warm run, session 7).
-[[ ${#stages[@]} -gt 0 ]] || stages=(host bundle images background-start lint units integration sanity ansible-lint build
+# Two lanes on two cores. The full run starts a background lane right after the Docker images are there: the
+# sandbox bundle Molecule serves, the bundle stage (the aarch64 wheels), the kunpeng stage that installs them (qemu,
+# one core), then Molecule's lane b. The foreground runs the checks, then Molecule's lane a, and waits for the
+# background at the end. Each lane keeps one core busy from start to end: with kunpeng alone beside the checks, the
+# second core sat idle for about 250 s before Molecule started (warm run, session 7).
+[[ ${#stages[@]} -gt 0 ]] || stages=(host images background-start lint units integration sanity ansible-lint build
                                      controller14 molecule background-wait)
 banner() { printf '\n===== %s =====\n' "$*"; }
 
@@ -165,10 +165,12 @@ stage_images() {
   tools/sandbox-host.sh controller
 }
 
-# The background lane: the Molecule preparation, kunpeng, Molecule's lane b. Its output goes to a file, printed at
-# background-wait; the preparation's exit status goes to a file of its own, which the molecule stage waits for.
+# The background lane: the Molecule preparation, bundle, kunpeng, Molecule's lane b. Its output goes to a file,
+# printed at background-wait; the preparation's exit status goes to a file of its own, which the molecule stage
+# waits for.
 background_start() {
-  banner "background lane started: the Molecule preparation, kunpeng, then Molecule's lane b (its output follows at background-wait)"
+  banner "background lane started: the Molecule preparation, bundle, kunpeng, Molecule's lane b" \
+         "(its output follows at background-wait)"
   mkdir -p "$ROOT/.cache"
   bg_log=$ROOT/.cache/background.log
   rm -f "$bg_log" "$bg_log".* "$ROOT/.cache/molecule-prep.rc"
@@ -179,8 +181,13 @@ background_start() {
     molecule_prep || prc=$?
     echo "$prc" > "$ROOT/.cache/molecule-prep.rc"
     start=$SECONDS krc=0
-    stage_kunpeng || krc=$?
-    echo "$krc $((SECONDS - start))" > "$bg_log.kunpeng"
+    stage_bundle || krc=$?
+    echo "$krc $((SECONDS - start))" > "$bg_log.bundle"
+    if [[ $krc -eq 0 ]]; then
+      start=$SECONDS
+      stage_kunpeng || krc=$?
+      echo "$krc $((SECONDS - start))" > "$bg_log.kunpeng"
+    fi
     rc=0
     if [[ $prc -eq 0 && ${#lane_b[@]} -gt 0 ]]; then run_lane "$logdir" "${lane_b[@]}" || rc=1; fi
     [[ $prc -eq 0 && $krc -eq 0 ]] || rc=1
@@ -190,17 +197,19 @@ background_start() {
 }
 
 background_wait() {
-  banner "waiting for the background lane (kunpeng, Molecule's lane b)"
+  banner "waiting for the background lane (bundle, kunpeng, Molecule's lane b)"
   wait "$bg_pid" || true
   bg_pid=""
   cat "$bg_log"
-  local rc=1 krc=1 ksecs=?
+  local rc=1 brc=1 bsecs=? krc=1 ksecs=?
+  [[ ! -f $bg_log.bundle ]] || read -r brc bsecs < "$bg_log.bundle"
   [[ ! -f $bg_log.kunpeng ]] || read -r krc ksecs < "$bg_log.kunpeng"
   [[ ! -f $bg_log.rc ]] || read -r rc < "$bg_log.rc"
-  times+=("kunpeng(bg) $ksecs")
+  times+=("bundle(bg) $bsecs" "kunpeng(bg) $ksecs")
   molecule_times=$(cat "$logdir/times" 2>/dev/null || true)
   molecule_times+="\n"
-  [[ $krc -eq 0 ]] || echo "kunpeng stage failed (exit $krc)"
+  [[ $brc -eq 0 ]] || echo "bundle stage failed (exit $brc); the kunpeng stage, which needs it, did not run"
+  [[ $brc -ne 0 || $krc -eq 0 ]] || echo "kunpeng stage failed (exit $krc)"
   [[ $rc -eq 0 ]] || { echo "background lane failed"; grep FAILED "$logdir/times" || true; return 1; }
 }
 
@@ -208,12 +217,13 @@ background_wait() {
 # node through one Ansible process and leaves most of the second core idle between tasks; two lanes fill it.
 # Lane a holds the scenarios that share a host port with the sandbox (default and controller14: 18770) and a few
 # short ones; every other scenario, a new one too, goes to lane b, which the full run starts in the background
-# lane after kunpeng. The sizes (warm run, session 7, s): lane a default 673, controller14 354, cann_generations 68,
-# os_prep 37; lane b multinode 466, deepseek_v3 310, monitoring 128, ascend_stack 109, ascend_upgrade 106,
-# ascend_faults 70, model 62, python_tarball 45; beside them the checks (about 620) and kunpeng (about 400).
+# lane after kunpeng. The sizes (warm run, session 8, s): lane a default 652, controller14 357, cann_generations 59,
+# python_tarball 46; lane b multinode 466, deepseek_v3 301, monitoring 119, ascend_upgrade 90, ascend_stack 89,
+# model 70, ascend_faults 66, os_prep 36. Beside them: the checks (about 615 s) in the foreground, the Molecule
+# preparation, bundle (57) and kunpeng (385) in the background.
 # The host ports each scenario's prepare.yml serves the bundle on are distinct otherwise (18766 model,
 # 18767 ascend_upgrade, 18771 ascend_stack, 18772 deepseek_v3).
-MOLECULE_LANE_A="default controller14 cann_generations os_prep"
+MOLECULE_LANE_A="default controller14 cann_generations python_tarball"
 
 run_scenario() {  # run_scenario NAME LOGDIR: one `molecule test`, its output printed whole when it ends
   local s=$1 logdir=$2 start=$SECONDS rc=0
