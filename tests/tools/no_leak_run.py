@@ -17,6 +17,11 @@ see them. This script does the same with ansible-runner's Python API:
 Usage (from the Molecule scenario's verify, or against any inventory of a deployed node)::
 
     python tests/tools/no_leak_run.py --inventory INVENTORY [--playbook-dir playbooks] [--limit HOST]
+        [--extra-vars-file VARS.json]
+
+``--extra-vars-file``: more extra variables for both runs (a JSON object), merged under the key and the
+diagnostics destination, which it cannot replace; the Molecule scenario changes a vLLM option with it, so that the
+run's one restart also shows that an option change restarts the service.
 
 Exit 0: both playbooks passed and the key is nowhere. Exit 1: a playbook failed, or the key was found (the
 places are printed, never the key's context).
@@ -67,6 +72,17 @@ def find_key(root, forms):
     return found
 
 
+def runner_extravars(more, key, diag_dir):
+    """The runner's extra variables: ``more`` (from --extra-vars-file) with the key and the diagnostics
+    destination, which it must not name (a key of its own would be a key this script does not search for)."""
+    if not isinstance(more, dict):
+        raise SystemExit("--extra-vars-file must hold a JSON object, not %s" % type(more).__name__)
+    clash = sorted({"vllm_service_api_key", "diagnostics_dest_dir"} & set(more))
+    if clash:
+        raise SystemExit("--extra-vars-file must not set %s: this script sets it" % ", ".join(clash))
+    return dict(more, vllm_service_api_key=key, diagnostics_dest_dir=diag_dir)
+
+
 def run_playbook(private_dir, playbook, inventory, limit):
     import ansible_runner  # pylint: disable=import-outside-toplevel
 
@@ -84,7 +100,12 @@ def main(argv=None):
     parser.add_argument("--playbook-dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "playbooks"))
     parser.add_argument("--limit")
     parser.add_argument("--keep", action="store_true", help="keep the runner's directory (its path is printed)")
+    parser.add_argument("--extra-vars-file", help="a JSON object of more extra variables for both runs")
     args = parser.parse_args(argv)
+    more = {}
+    if args.extra_vars_file:
+        with open(args.extra_vars_file, encoding="utf-8") as handle:
+            more = json.load(handle)
 
     key = "sk-noleak-" + secrets.token_hex(16)
     forms = key_forms(key)
@@ -94,7 +115,7 @@ def main(argv=None):
     os.makedirs(os.path.join(private_dir, "env"))
     extravars = os.path.join(private_dir, "env", "extravars")
     with open(extravars, "w", encoding="utf-8") as handle:
-        json.dump({"vllm_service_api_key": key, "diagnostics_dest_dir": diag_dir}, handle)
+        json.dump(runner_extravars(more, key, diag_dir), handle)
     os.chmod(extravars, 0o600)
 
     failures = []

@@ -39,3 +39,20 @@ def test_clean_files_and_a_redacted_key_are_not_reported(tmp_path):
     (tmp_path / "stdout").write_text("VLLM_API_KEY=<redacted>\n" + "sk-noleak-0123456789abcdef" + "\n")
     (tmp_path / "b64").write_bytes(base64.b64encode(b"VLLM_API_KEY=<redacted>\n"))
     assert no_leak_run.find_key(str(tmp_path), no_leak_run.key_forms(KEY)) == []
+
+
+def test_more_extra_vars_join_the_key_and_the_destination():
+    more = {"vllm_service_options": {"max_num_seqs": 8}}
+    assert no_leak_run.runner_extravars(more, KEY, "/d") == {
+        "vllm_service_options": {"max_num_seqs": 8}, "vllm_service_api_key": KEY, "diagnostics_dest_dir": "/d"}
+    assert more == {"vllm_service_options": {"max_num_seqs": 8}}
+
+
+@pytest.mark.parametrize("more, message", [
+    ({"vllm_service_api_key": "mine"}, "must not set vllm_service_api_key"),
+    ({"diagnostics_dest_dir": "/x", "a": 1}, "must not set diagnostics_dest_dir"),
+    (["max_num_seqs"], "must hold a JSON object, not list"),
+])
+def test_extra_vars_that_would_hide_the_key_or_are_no_object_are_refused(more, message):
+    with pytest.raises(SystemExit, match=message):
+        no_leak_run.runner_extravars(more, KEY, "/d")
