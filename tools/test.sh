@@ -217,13 +217,14 @@ background_wait() {
 # node through one Ansible process and leaves most of the second core idle between tasks; two lanes fill it.
 # Lane a holds the scenarios that share a host port with the sandbox (default and controller14: 18770) and a few
 # short ones; every other scenario, a new one too, goes to lane b, which the full run starts in the background
-# lane after kunpeng. The sizes (warm run, session 8, s): lane a default 652, controller14 357, cann_generations 59,
-# python_tarball 46; lane b multinode 466, deepseek_v3 301, monitoring 119, ascend_upgrade 90, ascend_stack 89,
-# model 70, ascend_faults 66, os_prep 36. Beside them: the checks (about 615 s) in the foreground, the Molecule
-# preparation, bundle (57) and kunpeng (385) in the background.
+# lane after kunpeng. The sizes (warm run at f6d2661, session 8, s): lane a default 535, controller14 309, model 71,
+# cann_generations 61, python_tarball 52; lane b multinode 430, deepseek_v3 309, monitoring 121, ascend_upgrade 98,
+# ascend_stack 95, ascend_faults 58, os_prep 34. Beside them: the checks (about 615 s) in the foreground, the
+# Molecule preparation, bundle (60) and kunpeng (401) in the background. With model in lane b, lane a ended 120 s
+# before lane b.
 # The host ports each scenario's prepare.yml serves the bundle on are distinct otherwise (18766 model,
 # 18767 ascend_upgrade, 18771 ascend_stack, 18772 deepseek_v3).
-MOLECULE_LANE_A="default controller14 cann_generations python_tarball"
+MOLECULE_LANE_A="default controller14 model cann_generations python_tarball"
 
 run_scenario() {  # run_scenario NAME LOGDIR: one `molecule test`, its output printed whole when it ends
   local s=$1 logdir=$2 start=$SECONDS rc=0
