@@ -248,8 +248,8 @@ run_lane() {  # run_lane LOGDIR SCENARIO...: every scenario runs; the lane fails
 }
 
 molecule_prep() {
-  eval "$(tools/sandbox-host.sh | grep -E '^(BASE|SIM)_IMAGE=')"
-  export ASCENDAI_BASE_IMAGE=$BASE_IMAGE ASCENDAI_SIM_IMAGE=$SIM_IMAGE
+  # A running Docker engine and the images (molecule_lanes exports their names for the scenarios).
+  tools/sandbox-host.sh >/dev/null
   # The sandbox's offline bundle (.cache/bundle: wheels, simulated .run packages, tiny models), which the
   # scenarios serve to their nodes over HTTP; the tiny DeepSeek-V3 model too, before the lanes start.
   tools/sandbox.sh bundle
