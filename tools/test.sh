@@ -3,9 +3,9 @@
 #
 #   tools/test.sh            all stages
 #   tools/test.sh STAGE...   only these stages: host lint units integration sanity ansible-lint build controller14 bundle kunpeng
-#                            images molecule (background-start / background-wait: the kunpeng stage and then
-#                            Molecule's lane b in the background, as the full run does; MOLECULE_SCENARIOS
-#                            applies to both lanes)
+#                            images molecule (background-start / background-wait: the Molecule preparation, the
+#                            bundle and kunpeng stages and Molecule's lane b in the background, as the full run
+#                            does; MOLECULE_SCENARIOS applies to both lanes)
 #                            (controller14: the newest ansible in a Debian 13 container; its SSH/AWX run is the
 #                            Molecule scenario controller14)
 #                            (host: the Debian packages later stages use, the one stage that runs apt)
