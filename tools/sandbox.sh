@@ -83,13 +83,17 @@ node_up() {
       --shm-size 1g -p "127.0.0.1:$HOST_PORT:8000" \
       "$SIM_IMAGE" /lib/systemd/systemd >/dev/null
   fi
-  local state=""
-  for _ in $(seq 1 60); do
-    state=$(docker exec "$NAME" systemctl is-system-running 2>/dev/null || true)
-    [[ $state == running || $state == degraded ]] && return 0
-    sleep 1
-  done
-  log "systemd in $NAME did not come up (state: ${state:-unknown})"
+  # A container start is a boot: go on once systemd says it is over ("running", or "degraded" with the failed units
+  # named), not when docker exec first works (systemd-tmpfiles may still empty /tmp under a module then).
+  local state
+  state=$(docker exec "$NAME" timeout 300 systemctl is-system-running --wait 2>/dev/null || true)
+  [[ $state == running ]] && return 0
+  if [[ $state == degraded ]]; then
+    log "systemd in $NAME finished booting degraded; failed units: $(docker exec "$NAME" systemctl list-units \
+      --state=failed --plain --no-legend --no-pager | cut -d' ' -f1 | tr '\n' ' ')"
+    return 0
+  fi
+  log "systemd in $NAME did not finish booting within 300 s (state: ${state:-unknown})"
   exit 1
 }
 
