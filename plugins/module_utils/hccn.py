@@ -52,6 +52,34 @@ class HccnError(Exception):
     """Raised for hccn_tool output that cannot be read, or settings that cannot be applied."""
 
 
+# No id, counter or setting hccn_tool prints is wider than a 64-bit integer (20 digits). A longer number is not
+# hccn_tool output, and Python refuses to convert more than 4300 digits at all: refuse it before int() sees it.
+_MAX_DIGITS = 20
+
+
+def _uint(digits, what):
+    """A whole number printed by hccn_tool (ASCII digits, at most 20 of them), or HccnError naming it."""
+    preview = digits[:24] + ("..." if len(digits) > 24 else "")
+    if len(digits) > _MAX_DIGITS:
+        raise HccnError(f"{what}: a number of {len(digits)} digits ({preview!r}); hccn_tool prints at most "
+                        f"{_MAX_DIGITS}, so this is not its output")
+    if not re.fullmatch(r"[0-9]+", digits):
+        raise HccnError(f"{what}: {preview!r} is not a number of ASCII digits as hccn_tool prints them")
+    return int(digits)
+
+
+def _ufloat(text, what):
+    """A decimal number printed by hccn_tool (digits and one dot), bounded like :func:`_uint`."""
+    whole, _dot, frac = text.partition(".")
+    if len(whole) + len(frac) > 2 * _MAX_DIGITS:
+        raise HccnError(f"{what}: a number of {len(whole) + len(frac)} digits ({text[:24]!r}...); hccn_tool prints "
+                        "far fewer, so this is not its output")
+    try:
+        return float(text)
+    except ValueError:
+        raise HccnError(f"{what}: {text[:24]!r} is not a number") from None
+
+
 # --------------------------------------------------------------------------------------------- helpers
 
 def _lines(text):
@@ -199,7 +227,9 @@ def read_not_preset(name, rc, text):
 
 
 def health_ok(status):
-    return str(status).strip().lower() == "success"
+    """True only for the word hccn_tool prints for a healthy link (tool_ops.c g_net_health_status "Success"):
+    another case or spelling is not known to be healthy."""
+    return status == "Success"
 
 
 def parse_mtu(text):
@@ -207,7 +237,7 @@ def parse_mtu(text):
     for line in _lines(text):
         m = re.match(r"^\s*mtu\s*:\s*(\d+)\s*$", line, re.IGNORECASE)
         if m:
-            return int(m.group(1))
+            return _uint(m.group(1), "hccn_tool -mtu -g")
     raise HccnError(f"unrecognised hccn_tool -mtu -g output: {text!r}")
 
 
@@ -219,9 +249,9 @@ def _parse_priority_table(text, value_label, what):
         if not words:
             continue
         if words[0].lower() == "priority" and len(words) > 1 and all(w.isdigit() for w in words[1:]):
-            prios = [int(w) for w in words[1:]]
+            prios = [_uint(w, f"hccn_tool {what}") for w in words[1:]]
         elif words[0].lower() == value_label.lower() and len(words) > 1 and all(w.isdigit() for w in words[1:]):
-            values = [int(w) for w in words[1:]]
+            values = [_uint(w, f"hccn_tool {what}") for w in words[1:]]
     if prios is None or values is None:
         raise HccnError(f"unrecognised hccn_tool {what} output: {text!r}")
     if prios != list(range(PRIORITY_COUNT)) or len(values) != PRIORITY_COUNT:
@@ -257,7 +287,7 @@ def parse_dscp_to_tc(text):
             header = True
             continue
         if header and len(words) == 2 and words[0].isdigit() and words[1].isdigit():
-            dscp, tc = int(words[0]), int(words[1])
+            dscp, tc = _uint(words[0], "hccn_tool -dscp_to_tc -g"), _uint(words[1], "hccn_tool -dscp_to_tc -g")
             if dscp > DSCP_MAX or tc > TC_MAX:
                 raise HccnError(f"hccn_tool -dscp_to_tc -g row out of range: {line!r}")
             mapping[dscp] = tc
@@ -276,10 +306,10 @@ def parse_tls(text):
         pre = re.search(r"tls preconfigured\[(\d)\]", line)
         alarm = re.search(r"threshold\[(\d+)\]", line)
         return {
-            "dev_id": int(dev.group(1)) if dev else None,
+            "dev_id": _uint(dev.group(1), "hccn_tool -tls -g dev_id") if dev else None,
             "enabled": m.group(1) == "1",
             "preconfigured": (pre.group(1) == "1") if pre else None,
-            "alarm_days": int(alarm.group(1)) if alarm else None,
+            "alarm_days": _uint(alarm.group(1), "hccn_tool -tls -g threshold") if alarm else None,
         }
     raise HccnError(f"no 'tls switch[...]' line in hccn_tool -tls -g output: {text!r}")
 
@@ -318,7 +348,7 @@ def parse_lldp(text):
         "system_name": first("System Name"),
         "system_description": "\n".join(tlvs.get("System Description", [])) or None,
         "mgmt_ipv4": first("Management Address", "IPv4"),
-        "max_frame_size": int(frame) if frame and frame.isdigit() else None,
+        "max_frame_size": _uint(frame, "hccn_tool -lldp -g Maximum Frame Size") if frame and frame.isdigit() else None,
     }
 
 
@@ -329,18 +359,18 @@ def parse_ping(text):
     for line in _lines(text):
         m = re.match(r"^\s*device\s+(\d+)\s+(?:dev\s+\S+\s+)?PING6?\s+(\S+)(?:\s+to\s+(\S+))?", line)
         if m:
-            result["device"] = int(m.group(1))
+            result["device"] = _uint(m.group(1), "hccn_tool -ping device")
             result["address"] = m.group(3) or m.group(2)
             continue
         m = re.match(r"^\s*recv seq=(\d+),\s*time=([0-9.]+)ms", line)
         if m:
-            result["times_ms"].append(float(m.group(2)))
+            result["times_ms"].append(_ufloat(m.group(2), "hccn_tool -ping time"))
             continue
         m = re.match(r"^\s*(\d+) packets transmitted,\s*(\d+) received,\s*([0-9.]+)% packets? loss", line)
         if m:
-            result["transmitted"] = int(m.group(1))
-            result["received"] = int(m.group(2))
-            result["loss_percent"] = float(m.group(3))
+            result["transmitted"] = _uint(m.group(1), "hccn_tool -ping packets transmitted")
+            result["received"] = _uint(m.group(2), "hccn_tool -ping packets received")
+            result["loss_percent"] = _ufloat(m.group(3), "hccn_tool -ping packet loss")
     if result["transmitted"] is None:
         raise HccnError(f"no 'packets transmitted' summary in hccn_tool -ping output: {text!r}")
     return result
@@ -357,7 +387,7 @@ def parse_hccn_conf(text):
         m = re.match(r"^([A-Za-z_]+?)_(\d+)$", key.strip())
         if not m:
             continue
-        result.setdefault(int(m.group(2)), {})[m.group(1)] = value.strip()
+        result.setdefault(_uint(m.group(2), f"/etc/hccn.conf key {key.strip()[:40]!r}"), {})[m.group(1)] = value.strip()
     return result
 
 

@@ -15,7 +15,8 @@ dashboards and alerts work with either source:
   which equals it on a host), ``model_name`` = ``<Chip Name>-<Chip Type>-<Chip Version>`` as
   ``npu-smi info -t board -i N -c C`` prints them (``GetNpuName``: e.g. ``910B3-Ascend-V1``), ``vdie_id`` (the
   VDie ID with dashes), ``pcie_bus_info``;
-- ``npu_chip_info_health_status``: 1 healthy (OK), 0 unhealthy (any other state), -1 the query failed;
+- ``npu_chip_info_health_status``: 1 healthy (``OK`` and no error code set), 0 otherwise (any other word, an
+  empty one, or an error code beside ``OK``: ``npu_smi.health_verdict``, which fails closed), -1 the query failed;
 - ``npu_chip_info_error_code`` (first code), ``npu_chip_info_error_code_1`` .. ``_9`` (the next ones): only for a
   chip that has error codes (``updateErrorCodesInfo``); the codes come from ``-t health -i N -c C`` (without
   ``-c`` a 910B/A3 npu-smi prints none);
@@ -41,7 +42,8 @@ DEFAULT_HCCN_TOOL = "/usr/local/Ascend/driver/tools/hccn_tool"
 
 # name -> (help, chip key); all gauges. The error codes have their own families (see render).
 METRICS = (
-    ("npu_chip_info_health_status", "NPU chip health: 1 healthy (OK), 0 unhealthy, -1 the query failed", "health"),
+    ("npu_chip_info_health_status", "NPU chip health: 1 healthy (OK, no error code), 0 otherwise, -1 the query failed",
+     "health"),
     ("npu_chip_info_utilization", "AI Core utilization of the NPU chip, unit is '%'", "aicore_util_pct"),
     ("npu_chip_info_temperature", "NPU chip temperature, unit is 'C'", "temp_c"),
     ("npu_chip_info_power", "NPU chip power, unit is 'W'", "power_w"),
@@ -54,9 +56,9 @@ METRICS = (
 )
 # npu-exporter reports the first ten codes (common.MaxErrorCodeLen): npu_chip_info_error_code, then _1 .. _9.
 MAX_ERROR_CODES = 10
-_HEALTH_OK = ("OK",)
-# hccn_tool -net_health -g texts npu-exporter counts as healthy: NetworkSuccess (0) and NetworkInit (6).
-_NET_OK = ("success", "init")
+# hccn_tool -net_health -g texts npu-exporter counts as healthy: NetworkSuccess (0) and NetworkInit (6), compared
+# exactly as hccn_tool prints them (tool_ops.c g_net_health_status): another spelling is not known to be healthy.
+_NET_OK = ("Success", "Init")
 
 
 def _escape(value):
@@ -89,6 +91,8 @@ def _run(run, argv):
 
 
 def _code_value(code):
+    if not isinstance(code, str) or len(code) > 16:
+        return None  # npu-smi prints at most 8 hex digits: anything longer is no code of its
     try:
         return int(code, 16)
     except (TypeError, ValueError):
@@ -186,7 +190,9 @@ def collect(run, npu_smi, hccn, npu_smi_bin=DEFAULT_NPU_SMI, hccn_tool_bin=DEFAU
                 ident = _identity(run, npu_smi, npu_smi_bin, npu["npu_id"], chip_id, snap["errors"])
             if ident.get("model_name"):
                 snap["identity"][key] = ident
-            state = npu_smi.worst_health([chip.get("health"), health_detail.get("health")])
+            states = [chip.get("health")] + ([health_detail.get("health")] if health_detail else [])
+            state = npu_smi.worst_health(states)
+            verdict, _why = npu_smi.health_verdict(states, health_detail.get("error_codes") or [])
             codes = [c for c in (_code_value(x) for x in health_detail.get("error_codes") or []) if c is not None]
             used, total = chip.get("hbm_used_mb"), chip.get("hbm_total_mb")
             snap["chips"].append({
@@ -198,7 +204,7 @@ def collect(run, npu_smi, hccn, npu_smi_bin=DEFAULT_NPU_SMI, hccn_tool_bin=DEFAU
                 "vdie_id": ident.get("vdie_id") or "",
                 "pcie_bus_info": chip.get("bus_id") or "",
                 "health_state": state,
-                "health": None if state is None else (1 if state in _HEALTH_OK else 0),
+                "health": 1 if verdict == "healthy" else 0,
                 "error_codes": codes,
                 "aicore_util_pct": chip.get("aicore_util_pct"),
                 "temp_c": chip.get("temp_c"),
@@ -232,7 +238,7 @@ def collect(run, npu_smi, hccn, npu_smi_bin=DEFAULT_NPU_SMI, hccn_tool_bin=DEFAU
                 snap["errors"].append(f"hccn_tool -i {dev} -net_health -g failed with rc={rc}: "
                                       f"{(err or out).strip()[:200]}")
             else:
-                chip["network"] = 1 if str(chip["net_health"]).strip().lower() in _NET_OK else 0
+                chip["network"] = 1 if chip["net_health"] in _NET_OK else 0
     return snap
 
 

@@ -28,12 +28,15 @@ import os
 import re
 
 __all__ = [
+    "HEALTHY_STATES",
     "HEALTH_ORDER",
+    "HEALTH_WORDS",
     "UNHEALTHY_STATES",
     "NpuSmiParseError",
     "chip_family",
     "classify_error",
     "find_device_holders",
+    "health_verdict",
     "merge_health",
     "parse_board",
     "parse_common",
@@ -51,19 +54,30 @@ class NpuSmiParseError(ValueError):
     """The text is not npu-smi output this parser understands."""
 
 
-# Health strings printed by npu-smi (npu_common.c health_state_list), best first.
+# The health words npu-smi prints, in its own order (npu_common.c npu_common_get_health_state_str:
+# health_state_list { "OK", "Warning", "Alarm", "Critical", "UNKNOWN" }); HEALTH_ORDER ranks them best first.
+HEALTH_WORDS = ("OK", "Warning", "Alarm", "Critical", "UNKNOWN")
 HEALTH_ORDER = ("OK", "UNKNOWN", "Warning", "Alarm", "Critical")
+# The one word that means healthy. Anything else, including a word npu-smi never prints (another case, a
+# translation, colour codes, an empty cell), is not known to be healthy: the gate fails closed on it.
+HEALTHY_STATES = ("OK",)
 # What the driver itself counts as unhealthy (npu_chip_info.c is_unhealthy_state).
 UNHEALTHY_STATES = ("Warning", "Alarm", "Critical")
+# npu-smi prints each error code as printf " %04X" of an unsigned int (npu_info_print.c print_diagnosis_info):
+# hexadecimal digits, no prefix, at most 8 of them (16 leaves room for a wider type).
+_ERROR_CODE_RE = re.compile(r"[0-9A-Fa-f]{1,16}")
+# No count, id or size npu-smi prints is wider than a 64-bit integer (20 digits). A longer run of digits is not
+# npu-smi output, and Python refuses to convert more than 4300 digits at all.
+_MAX_DIGITS = 20
 
 _NULLS = frozenset(["NA", "N/A", "-", "--", ""])
 _BUS_RE = re.compile(r"^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]+$")
-_INT_RE = re.compile(r"^[+-]?\d+$")
-_FLOAT_RE = re.compile(r"^[+-]?(?:\d+\.\d*|\.\d+)$")
+_INT_RE = re.compile(r"^[+-]?[0-9]+$")
+_FLOAT_RE = re.compile(r"^[+-]?(?:[0-9]+\.[0-9]*|\.[0-9]+)$")
 _VERSION_RE = re.compile(r"npu-smi\s+(\S+)\s+Version:\s*([^\s|]+)", re.IGNORECASE)
 _BORDER_RE = re.compile(r"^\+[-=+]*\+?$")
 _ELISION_RE = re.compile(r"^\|?\s*(?:\.\.\.+|\u2026)\s*\|?$")
-_NO_PROC_RE = re.compile(r"No running processes found in NPU\s+(\d+)", re.IGNORECASE)
+_NO_PROC_RE = re.compile(r"No running processes found in NPU\s+([0-9]{1,10})\b", re.IGNORECASE)
 _WARNING_RE = re.compile(r"\[WARNING\].*")
 _QUOTE_RE = re.compile(r"^\s*(?:>\s?)+")
 _VALUE_RE = re.compile(r"(?P<a>[^\s/]+)\s*/\s*(?P<b>[^\s/]+)|(?P<t>\S+)")
@@ -112,6 +126,7 @@ def _to_num(value, kind, where):
     value = value.strip()
     if value in _NULLS:
         return None
+    _check_digits(value, where)
     if kind == "int":
         if _INT_RE.match(value):
             return int(value)
@@ -121,6 +136,16 @@ def _to_num(value, kind, where):
         if _FLOAT_RE.match(value):
             return float(value)
     raise NpuSmiParseError(f"{where}: expected a number, NA or -, got {value!r}")
+
+
+def _check_digits(value, where):
+    """Refuse a number longer than npu-smi ever prints, before int() or float() sees it."""
+    digits = sum(ch.isdigit() for ch in value)
+    if digits > _MAX_DIGITS:
+        raise NpuSmiParseError(
+            f"{where}: a number of {digits} digits ({_short(value, 40)!r}); npu-smi prints at most {_MAX_DIGITS}, "
+            "so this is not npu-smi output (pass the stdout of npu-smi itself)"
+        )
 
 
 def _lines(text):
@@ -159,10 +184,56 @@ def worst_health(states):
     for state in states:
         if state is None:
             continue
-        rank = HEALTH_ORDER.index(state) if state in HEALTH_ORDER else 1.5  # unknown words: between UNKNOWN and Warning
+        # a word npu-smi never prints ranks worst: it is shown rather than hidden behind a known one
+        rank = HEALTH_ORDER.index(state) if state in HEALTH_ORDER else len(HEALTH_ORDER)
         if rank > worst_rank:
             worst, worst_rank = state, rank
     return worst
+
+
+def health_verdict(states, error_codes=()):
+    """Decide one NPU's health from every health word printed for it and its error codes; fails closed.
+
+    ``states``: the words npu-smi printed (table rows of its chips, ``-t health`` detail), None where a cell or
+    line was empty. ``error_codes``: the codes ``-t health -i N -c C`` printed.
+
+    Returns ``(verdict, reason)``: ``healthy`` (every word is ``OK`` and no code is set, reason ""), ``unhealthy``
+    (a word the driver counts as unhealthy, ``UNKNOWN``, or a non-zero error code, even beside ``OK``) or
+    ``unknown`` (no word at all, a word npu-smi never prints, or a code that is not hexadecimal: refused, since
+    nothing says the NPU is healthy).
+    """
+    bad, unknown = [], []
+
+    def add(items, text):
+        if text not in items:
+            items.append(text)
+
+    states = list(states or [])
+    if not states:
+        add(unknown, "npu-smi printed no health for it")
+    for state in states:
+        if state is None or state == "":
+            add(unknown, "npu-smi printed no health for it (empty cell)")
+        elif state in HEALTHY_STATES:
+            continue
+        elif state in UNHEALTHY_STATES:
+            add(bad, f"health {state}")
+        elif state == "UNKNOWN":
+            add(bad, "health UNKNOWN (the driver could not read the chip's health)")
+        else:
+            add(unknown, "health {} is not a word npu-smi prints ({})".format(
+                ascii(str(state)[:40]), ", ".join(HEALTH_WORDS)))
+    for code in error_codes or ():
+        text = str(code)
+        if not _ERROR_CODE_RE.fullmatch(text):
+            add(unknown, "error code {} is not a hexadecimal code as npu-smi prints them".format(ascii(text[:40])))
+        elif int(text, 16):
+            add(bad, f"error code {text}")
+    if bad:
+        return "unhealthy", "; ".join(bad + unknown)
+    if unknown:
+        return "unknown", "; ".join(unknown) + ": unknown, refused (only OK without an error code counts as healthy)"
+    return "healthy", ""
 
 
 # --------------------------------------------------------------------------- npu-smi info
@@ -371,7 +442,10 @@ def parse_info(text):
                 )
             where = f"line {lineno}"
             bus_cell = cells[header.bus_cell]
-            is_row2 = bool(_BUS_RE.match(bus_cell)) or bus_cell in _NULLS
+            # an empty or NA bus cell marks a second row only when the first cell is all numbers (chip, phy or
+            # device ids): under a name it is the first row with an empty or NA health, which must stay visible
+            is_row2 = bool(_BUS_RE.match(bus_cell)) or (
+                bus_cell in _NULLS and all(_INT_RE.match(v) for v in cells[0].split()))
             if not is_row2:
                 if pending is not None:
                     flush_pending()
@@ -449,7 +523,7 @@ def _layout(header, width, npus, result):
         if any(n == "310" for n in names):
             return "310"
         version = result["npu_smi_version"] or ""
-        major = re.match(r"(\d+)", version)
+        major = re.match(r"([0-9]{1,6})", version)
         if major and int(major.group(1)) <= 21:
             return "310"
         return "310p"
@@ -583,6 +657,8 @@ def _kv_value(key, value):
         return None
     if "version" in key or key in ("error_code", "serial_number"):
         return value
+    if sum(ch.isdigit() for ch in value) > _MAX_DIGITS:
+        return value  # not a number npu-smi prints: kept as text, never converted
     if _INT_RE.match(value):
         return int(value)
     if _FLOAT_RE.match(value):
@@ -1014,19 +1090,25 @@ def summarize(info, boards=None, healths=None, detail_errors=None):
             names.append(npu["name"])
         if npu["family"]:
             families.append(npu["family"])
-        states = [npu.get("health")] + ([health.get("health")] if health else [])
+        # every printed word counts, chip by chip: one chip's empty or strange cell is not hidden by another's OK
+        states = [c.get("health") for c in chips] or [npu.get("health")]
+        if health:
+            states += [c.get("health") for c in (health.get("chips") or [health])]
+        codes = list((health or {}).get("error_codes") or [])
+        verdict, why = health_verdict(states, codes)
         state = worst_health(states)
-        reasons = []
-        if state in UNHEALTHY_STATES:
-            reasons.append(f"health {state}")
+        npu["verdict"] = verdict
+        reasons = [why] if why else []
         if npu["detail_error"]:
+            verdict = "unhealthy" if verdict == "healthy" else verdict
             reasons.append(npu["detail_error"])
         if reasons:
             unhealthy.append({
                 "npu_id": npu_id,
                 "name": npu.get("name"),
                 "health": state,
-                "error_codes": list((health or {}).get("error_codes") or []),
+                "verdict": verdict,
+                "error_codes": codes,
                 "error_information": (health or {}).get("error_information"),
                 "reason": "; ".join(reasons),
             })

@@ -40,8 +40,11 @@ extends_documentation_fragment:
   - ascendai.vllm.attributes.facts
 notes:
   - C(npu-smi) needs root or membership in the C(HwHiAiUser) group; use O(ignore:become=true) otherwise.
-  - An NPU counts as unhealthy when its health is V(Warning), V(Alarm) or V(Critical) (as the driver counts it),
-    or when its detail query says C(Invalid card id.).
+  - The health gate fails closed. An NPU counts as healthy only when every health word printed for it (each chip's
+    table row and C(-t health) detail) is exactly V(OK) and no non-zero error code is set. V(Warning), V(Alarm),
+    V(Critical), V(UNKNOWN), an error code beside V(OK), or a detail query saying C(Invalid card id.) make it
+    unhealthy; a word npu-smi never prints (another case, a translation, colour codes, an empty cell) or a code
+    that is not hexadecimal makes it C(unknown) and refused, with a reason naming the word.
   - When npu-smi cannot initialise DCMI the module looks up the processes that hold C(/dev/davinci*) (read from
     C(/proc)). C(dcmi model initialized failed, because the device is used. ret is -8020) is C(kind=device_in_use),
     a C(-8005) while such holders exist is C(kind=device_held); both are fixed by stopping the holder, not by a
@@ -118,11 +121,13 @@ driver_version:
   type: str
   sample: 23.0.6
 healthy:
-  description: True when no NPU is unhealthy.
+  description: True when every NPU is known to be healthy (see the notes: the gate fails closed).
   returned: success
   type: bool
 unhealthy:
-  description: Unhealthy NPUs with health, error codes and error text.
+  description:
+    - NPUs not known to be healthy, with health (the worst word printed), C(verdict) (C(unhealthy) or C(unknown)),
+      error codes, error text and the reason.
   returned: success
   type: list
   elements: dict
@@ -130,9 +135,10 @@ unhealthy:
     - npu_id: 0
       name: 910B3
       health: Alarm
+      verdict: unhealthy
       error_codes: [A4025021, 8C03A000]
       error_information: ascend_monitor adda heart beat lost error
-      reason: health Alarm
+      reason: health Alarm; error code A4025021; error code 8C03A000
 hbm_total_mb:
   description: Sum of HBM over all chips in MB; null when the chips have no HBM (310/310P).
   returned: success
