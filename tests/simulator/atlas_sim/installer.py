@@ -239,6 +239,24 @@ def _uninstall_script(kind, version, path, where):
     write_text(where, UNINSTALL_SH.format(kind=kind, version=version, path=path, lib=_lib_dir()), 0o755)
 
 
+def relationship_check(log, opts, ok, question):
+    """The driver/firmware version relationship check as ver_check.sh runs it (driver_install.sh#L716, #L747,
+    #L760): a failure is a WARNING; under --quiet the install goes on, otherwise the user is asked and "n"
+    stops it (exit 1). False when the install must stop."""
+    if ok:
+        log("INFO", "driver and firmware version relationship check success")
+        return True
+    log("WARNING", "driver and firmware version relationship check fail")
+    if opts["quiet"]:
+        return True
+    sys.stdout.write("[WARNING]%s ,do you want to continue?  [y/n] \n" % question)
+    sys.stdout.flush()
+    if sys.stdin.readline().strip() == "y":
+        return True
+    print("Stop installation!")
+    return False
+
+
 def install_driver(meta, opts, state, log):
     path = opts["install_path"] or DEFAULT_PATH
     info_file = st.path("/etc/ascend_install.info")
@@ -253,8 +271,11 @@ def install_driver(meta, opts, state, log):
     log("WARNING", "Do not power off or restart the system during the installation/upgrade")
     username = opts["username"] or install_info.get("UserName") or "HwHiAiUser"
     usergroup = opts["usergroup"] or install_info.get("UserGroup") or "HwHiAiUser"
-    if username == "root" and not opts["for_all"] and opts["op"] != "--upgrade":
-        raise Fail(1, "[ERROR]ERR_NO:0x0094;ERR_DES:root user must be used with --install-for-all.")
+    # env_check.sh#L476-L487: a root user or group given without --install-for-all
+    if opts["username"] == "root" and not opts["for_all"]:
+        raise Fail(1, "[ERROR]ERR_NO:0x0091;ERR_DES:username not permission for root")
+    if opts["usergroup"] == "root" and not opts["for_all"]:
+        raise Fail(1, "[ERROR]ERR_NO:0x0091;ERR_DES:usergroup not permission for root")
     if not user_exists(username):
         raise Fail(1, "[ERROR]ERR_NO:0x0091;ERR_DES:%s not exists! Please add %s" % (username, username))
     if not group_exists(usergroup):
@@ -268,12 +289,8 @@ def install_driver(meta, opts, state, log):
     if fw.get("Version"):
         fw_ok = versions.version_in_ranges(fw["Version"], meta["compatible_version_fw"])
         drv_ok = versions.version_in_ranges(meta["version"], fw.get("compatible_version_drv", ""))
-        if not (fw_ok and drv_ok) and not opts["force"]:
-            raise Fail(1, "[ERROR]ERR_NO:0x0095;ERR_DES:driver and firmware version relationship check failed, "
-                       "driver %s requires firmware in %s, installed firmware %s supports driver %s"
-                       % (meta["version"], meta["compatible_version_fw"], fw["Version"],
-                          fw.get("compatible_version_drv", "")))
-        log("INFO", "driver and firmware version relationship check success")
+        if not relationship_check(log, opts, fw_ok and drv_ok, "driver required firmware version not match"):
+            return 1
     if installed and opts["op"] != "--upgrade" and not opts["quiet"]:
         # driver_install.sh#L716-L729: asked only without --quiet; "n" stops with rc 0
         question = ("Driver package has been installed on the path %s, the version is %s, and the version of this "
@@ -282,6 +299,10 @@ def install_driver(meta, opts, state, log):
             log("INFO", "installation Stoped!")
             return 0
     busy = [c["chip_id"] for card in state["npus"] for c in card["chips"] if c.get("processes")]
+    # a device held open (atlas-sim-fault device-held) is what check_boot_status finds too (common.sh
+    # checkUserDocker/setHotResetFlag fail while /dev/davinci* is open)
+    if (state.get("faults") or {}).get("device_held"):
+        busy.append("held")
     if installed and state["running"].get("driver") and busy and not opts["force"]:
         # check_boot_status/exitInstallInfo, driver_install.sh#L415-L420: no hot reset while the devices are in use
         raise Fail(1, "[ERROR]%sThe davinci nodes are occupied by some processes, please stop processes and install "
@@ -378,14 +399,11 @@ def install_firmware(meta, opts, state, log):
         raise Fail(1, "[ERROR]ERR_NO:0x0080;ERR_DES:Firmware package is not installed, please use --full.")
     log("WARNING", "Do not power off or restart the system during the installation/upgrade")
     drv = read_kv(st.path(path, "driver/version.info"))
-    if drv.get("Version") and not opts["force"]:
+    if drv.get("Version"):
         drv_ok = versions.version_in_ranges(drv["Version"], meta["compatible_version_drv"])
         fw_ok = versions.version_in_ranges(meta["version"], drv.get("compatible_version_fw", ""))
-        if not (drv_ok and fw_ok):
-            raise Fail(1, "[ERROR]ERR_NO:0x0095;ERR_DES:driver and firmware version relationship check failed, "
-                       "firmware %s supports driver %s, installed driver %s requires firmware in %s"
-                       % (meta["version"], meta["compatible_version_drv"], drv["Version"],
-                          drv.get("compatible_version_fw", "")))
+        if not relationship_check(log, opts, drv_ok and fw_ok, "firmware required driver version not match"):
+            return 1
     chips = sum(len(c["chips"]) for c in state["npus"] if c.get("present", True))
     if installed == meta["version"] and state["running"].get("firmware") == meta["version"]:
         log("INFO", "The firmware version is the same as the installed version %s, no need to upgrade."

@@ -345,8 +345,11 @@ def _invalid_card():
 
 def run(argv, state):
     """Pure: argv (without the program name) and a state -> Result.  Does not touch the disk."""
-    if not argv or argv[0] in ("-h", "--help"):
-        return Result(TOP_HELP + "\n" + SIMULATED_NOTE + "\n", 0 if argv else 1)
+    if not argv:
+        # npu_smi.c validate_arguments: the help, then NPU_ERR_CODE_INVALID_PARAMETER (-9001) -> exit 215
+        return Result(TOP_HELP + "\n" + SIMULATED_NOTE + "\n", RC_INVALID_PARAMETER)
+    if argv[0] in ("-h", "--help"):
+        return Result(TOP_HELP + "\n" + SIMULATED_NOTE + "\n")
     if argv[0] != "info":
         # npu_smi.c handle_command_not_found (before dcmi_init)
         return Result("Command or option is not found.\n" + TOP_HELP, RC_INNER_ERR)

@@ -9,7 +9,7 @@ processes on the devices stop an install over a loaded driver (L415-L420). Firmw
 from __future__ import annotations
 
 from ansible_collections.ascendai.vllm.plugins.module_utils import npu_smi as parser
-from ansible_collections.ascendai.vllm.tests.unit.simulator.sim_support import DRIVER_OPTS, run_pkg
+from ansible_collections.ascendai.vllm.tests.unit.simulator.sim_support import DRIVER_OPTS, kv, run_pkg
 
 
 def test_fresh_driver_takes_effect_immediately_firmware_asks_for_the_reboot(node, packages):
@@ -64,3 +64,17 @@ def test_busy_devices_stop_an_install_over_a_loaded_driver(node, packages):
     assert parser.parse_info(node.npu_smi("info").stdout)["driver_version"] == "24.1.rc3"
     forced = run_pkg(node, packages["n+1"]["driver"], "--upgrade", "--quiet", "--force")
     assert forced.returncode == 0 and "Reboot needed" in forced.stdout
+
+
+def test_device_held_stops_an_install_over_a_loaded_driver(node, packages):
+    # driver_install.sh check_boot_status (L377-L411): without --force, a device still open (common.sh
+    # checkUserDocker / setHotResetFlag: a process or a container on /dev/davinci*) ends in exitInstallInfo
+    node.add_user()
+    assert run_pkg(node, packages["n"]["driver"], *DRIVER_OPTS).returncode == 0
+    assert node.tool("fault", "device-held").returncode == 0
+    busy = run_pkg(node, packages["n+1"]["driver"], "--upgrade", "--quiet")
+    assert busy.returncode == 1
+    assert "The davinci nodes are occupied by some processes" in busy.stdout
+    assert kv(node, "/usr/local/Ascend/driver/version.info")["Version"] == "24.1.rc3"
+    assert node.tool("fault", "clear").returncode == 0
+    assert run_pkg(node, packages["n+1"]["driver"], "--upgrade", "--quiet").returncode == 0

@@ -265,3 +265,11 @@ def test_card_list_ends_with_a_blank_line():
     assert out.split("\n") == ["\t%-30s : %d" % ("Total Count", 2), "", "\t%-30s : %d" % ("NPU ID", 0),
                                "\t%-30s : %d" % ("Chip Count", 2), "", "\t%-30s : %d" % ("NPU ID", 1),
                                "\t%-30s : %d" % ("Chip Count", 2), "", ""]
+
+
+def test_no_arguments_prints_help_and_exits_215():
+    # npu_smi.c validate_arguments: argc < LEAST_PARAMETER_NUM -> npu_help_main, NPU_ERR_CODE_INVALID_PARAMETER
+    # (-9001), exit(ret) -> 215
+    result = npu_smi.run([], st.default_state(npus=4))
+    assert result.rc == 215
+    assert "info" in result.out
