@@ -51,7 +51,7 @@ CACHE_VERSION = 1
 LOCK_REL = ".work/manifest.lock"
 
 _MANIFEST_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")
-_CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
+_CONTENT_RANGE = re.compile(r"bytes ([0-9]{1,19})-([0-9]{1,19})/([0-9]{1,19}|\*)")
 _NETWORK_ERRORS = (urllib.error.URLError, http.client.HTTPException, socket.timeout, ConnectionError, TimeoutError)
 
 
@@ -105,6 +105,12 @@ class Stopped(FetchError):
     """A transfer stopped because another one failed; its partial file is kept."""
 
 
+def _short(value, limit=80):
+    """``repr(value)`` cut to ``limit`` characters, for a message quoting untrusted text."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def human(n):
     """``1.5 GiB`` style size."""
     n = float(n)
@@ -123,6 +129,12 @@ def _safe_relpath(path, where):
     if path.startswith("/") or "\\" in path or any(p in ("", ".", "..") for p in parts):
         raise BundleError(f"{where}: path {path!r} is not a plain relative path inside the bundle; "
                           "regenerate the manifest with playbooks/download.yml")
+    # A NUL byte makes every os call raise ValueError, and other control characters have no place in a file name
+    # the bundle's tools write; both would also garble the messages that name the path.
+    bad = next((c for c in path if ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None:
+        raise BundleError(f"{where}: path {path!r} holds the control character {bad!r}; the bundle's files have "
+                          "plain names: regenerate the manifest with playbooks/download.yml")
     return path
 
 
@@ -363,17 +375,144 @@ def is_url(src):
     return str(src).lower().startswith(("http://", "https://"))
 
 
+def _authority_end(rest):
+    """Index in ``rest`` (a URL after ``scheme://``) where the authority ends: the first ``/``, ``?`` or ``#``."""
+    ends = [i for i in (rest.find(c) for c in "/?#") if i >= 0]
+    return min(ends) if ends else len(rest)
+
+
 def redact_url(url):
-    """``url`` with the credentials of its ``user:password@`` part replaced by ``***`` (for messages)."""
+    """``url`` with its ``user:password@`` part replaced by ``***`` (for messages).
+
+    A password holding an unencoded ``/``, ``?``, ``#`` or ``@`` makes a standard parser see a host, a path or a
+    fragment in it; so everything from the authority's start to the last ``@`` of the URL is hidden: this may hide
+    a path's ``@`` too, and never shows a piece of a password."""
     text = str(url)
+    scheme, sep, rest = text.partition("://")
+    if not sep or "@" not in rest:
+        return text
+    return f"{scheme}://***@{rest.rpartition('@')[2]}"
+
+
+def split_credentials(url, name="src"):
+    """``(url without credentials, userinfo or None)`` of an http(s) URL; the userinfo stays percent-encoded.
+
+    An ``@`` after the authority (a password with an unencoded ``/``, ``?`` or ``#``, or an ``@`` in the path) is
+    refused: the URL cannot be split without guessing, and a guess could send the password to a host named after
+    part of it. The message names ``name`` and never the password."""
+    text = str(url)
+    scheme, _sep, rest = text.partition("://")
+    end = _authority_end(rest)
+    authority, tail = rest[:end], rest[end:]
+    if "@" in tail:
+        raise BundleError(
+            f"{name}={redact_url(text)}: the URL has an '@' after its host part. If the password (or user) holds "
+            "'/', '?', '#' or '@', percent-encode them ('/' as %2F, '?' as %3F, '#' as %23, '@' as %40); an '@' "
+            "in the path must be written %40 too")
+    userinfo, at, host = authority.rpartition("@")
+    if not at:
+        return text, None
+    bad = next((c for c in host if c.isspace() or ord(c) < 32), None)
+    if not host or bad is not None:
+        raise BundleError(f"{name}={redact_url(text)}: no host after the credentials; write "
+                          "http(s)://user:password@host[:port]/path/ with the password percent-encoded")
     try:
-        parts = urllib.parse.urlsplit(text)
+        port = urllib.parse.urlsplit(f"{scheme}://{host}/").port
     except ValueError:
-        return text
-    if "@" not in parts.netloc:
-        return text
-    host = parts.netloc.rpartition("@")[2]
-    return urllib.parse.urlunsplit((parts.scheme, "***@" + host, parts.path, parts.query, parts.fragment))
+        port = -1
+    if port == -1 or (port is not None and not 0 < port < 65536):
+        raise BundleError(f"{name}={redact_url(text)}: the port after the host is not a number from 1 to 65535; "
+                          "if the password holds '/', '?', '#' or '@', percent-encode them (%2F, %3F, %23, %40)")
+    return f"{scheme}://{host}{tail}", userinfo
+
+
+def url_secrets(url):
+    """The strings of ``url`` that must never be shown: its userinfo (as written and decoded) and its password.
+
+    Works on URLs that :func:`split_credentials` refuses too (everything between ``://`` and the last ``@``), so a
+    caller can mask them before anything is printed."""
+    text = str(url)
+    _scheme, sep, rest = text.partition("://")
+    if not sep or "@" not in rest:
+        return []
+    userinfo = rest.rpartition("@")[0]
+    found = {userinfo, urllib.parse.unquote(userinfo)}
+    for info in list(found):
+        user, colon, password = info.partition(":")
+        if colon and password:
+            found.add(password)
+    return sorted((s for s in found if s), key=len, reverse=True)
+
+
+_DIGITS = re.compile(r"[0-9]{1,19}")
+
+
+def parse_content_length(value):
+    """The byte count of a ``Content-Length`` header, or None when it is missing or not a plain decimal below
+    2**63 (a server's header is untrusted: a 5000-digit or a Unicode-digit value must not raise)."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    return int(text) if _DIGITS.fullmatch(text) else None
+
+
+def parse_content_range(value):
+    """``(first, last, total or None)`` of a ``Content-Range: bytes a-b/c`` header, or None when it is not that
+    with plain decimals of at most 19 digits."""
+    if value is None:
+        return None
+    m = _CONTENT_RANGE.fullmatch(str(value).strip())
+    if not m:
+        return None
+    total = None if m.group(3) == "*" else int(m.group(3))
+    return int(m.group(1)), int(m.group(2)), total
+
+
+def _origin(url):
+    """``(scheme, host, port)`` of an http(s) URL with the default port filled in; None for anything else."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname:
+        return None
+    return scheme, parts.hostname.lower(), port or (443 if scheme == "https" else 80)
+
+
+def redirect_policy(old, new):
+    """``(follow, keep_credentials)`` for a redirect from ``old`` to ``new``.
+
+    Only http(s) is followed, never https to http (the credentials and the bundle would cross the network in
+    clear); credentials go only to the same scheme, host and port, as browsers and curl scope them."""
+    a, b = _origin(old), _origin(new)
+    if a is None or b is None or (a[0] == "https" and b[0] != "https"):
+        return False, False
+    return True, a == b
+
+
+class OriginRedirectHandler(urllib.request.HTTPRedirectHandler):
+    """urllib's redirects, with :func:`redirect_policy`: the ``Authorization`` header is an unredirected header,
+    which urllib drops on every redirect; it is put back only on a redirect to the same origin."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        follow, keep = redirect_policy(req.full_url, newurl)
+        if not follow:
+            old, new = redact_url(req.full_url), redact_url(newurl)
+            why = ("https to http would send the bundle in clear" if newurl.lower().startswith("http://")
+                   else "only http(s) redirects are followed")
+            raise BundleError(f"{old}: the server redirects to {new}; refused ({why}). Point src at the "
+                              "bundle's final https:// URL")
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None:
+            if req.get_method() == "HEAD":
+                new.method = "HEAD"  # urllib turns it into a GET, which would start the file's whole body
+            new.remove_header("Authorization")
+            auth = req.unredirected_hdrs.get("Authorization")
+            if keep and auth:
+                new.add_unredirected_header("Authorization", auth)
+        return new
 
 
 def ssl_context(validate_certs=True, ca_path=None):
@@ -385,25 +524,120 @@ def ssl_context(validate_certs=True, ca_path=None):
     return ssl.create_default_context(cafile=ca_path) if ca_path else ssl.create_default_context()
 
 
+class _DeadlineMixin:
+    """An ``http.client`` connection whose response must begin (status line and every header) by ``deadline_at``
+    (``time.monotonic()``): the socket timeout only bounds the wait for the next byte, so a server sending one
+    header byte a second would otherwise hold the request forever. At the deadline a timer shuts the socket down,
+    which ends the blocked read; the request then fails with TimeoutError."""
+
+    deadline_at = None
+    deadline_hit = False
+    _timer = None
+
+    def _expire(self):
+        self.deadline_hit = True
+        sock = self.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def connect(self):
+        if self.deadline_at is not None and self._timer is None:
+            self._timer = threading.Timer(max(self.deadline_at - time.monotonic(), 0.0), self._expire)
+            self._timer.daemon = True
+            self._timer.start()
+        super().connect()
+        if self.deadline_hit:
+            raise TimeoutError("the deadline passed while connecting")
+
+    def getresponse(self):
+        try:
+            if self.deadline_hit:
+                raise TimeoutError("the deadline passed before the response")
+            response = super().getresponse()
+        finally:
+            if self._timer is not None:
+                self._timer.cancel()
+        if self.deadline_hit:
+            # the shutdown can look like the end of the headers: what was read is cut, not a response
+            response.close()
+            raise TimeoutError("the deadline passed while reading the response headers")
+        return response
+
+    def close(self):
+        if self._timer is not None:
+            self._timer.cancel()
+        super().close()
+
+
+class _DeadlineHTTPConnection(_DeadlineMixin, http.client.HTTPConnection):
+    pass
+
+
+class _DeadlineHTTPSConnection(_DeadlineMixin, http.client.HTTPSConnection):
+    pass
+
+
+class _Deadlines(threading.local):
+    """Per thread: the deadline of the request in flight and the connections opened for it (redirects open more)."""
+
+    deadline_at = None
+
+    def __init__(self):
+        self.connections = []
+
+
+def _deadline_factory(cls, state):
+    def make(*args, **kwargs):
+        conn = cls(*args, **kwargs)
+        conn.deadline_at = state.deadline_at
+        state.connections.append(conn)
+        return conn
+    return make
+
+
+class _DeadlineHTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, state):
+        super().__init__()
+        self.state = state
+
+    def http_open(self, req):
+        return self.do_open(_deadline_factory(_DeadlineHTTPConnection, self.state), req)
+
+
+class _DeadlineHTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, state, context):
+        super().__init__(context=context)
+        self.state = state
+        self.context = context
+
+    def https_open(self, req):
+        return self.do_open(_deadline_factory(_DeadlineHTTPSConnection, self.state), req, context=self.context)
+
+
 class HttpSource:
-    """The bundle behind an HTTP(S) URL; Range requests resume files."""
+    """The bundle behind an HTTP(S) URL; Range requests resume files.
+
+    Every request must have its response headers within ``timeout`` seconds in all (redirects included); a body
+    is then read under :class:`SpeedGuard`. Credentials go only to the URL's own origin (:func:`redirect_policy`)."""
 
     def __init__(self, base, timeout=60, validate_certs=True, ca_path=None):
         # user:password@ in the URL becomes an Authorization header (urllib would take it for the host) and never
         # appears in a message
-        parts = urllib.parse.urlsplit(base)
+        self.secrets = url_secrets(base)
+        base, userinfo = split_credentials(base)
         self.auth = None
-        if "@" in parts.netloc:
-            userinfo, host = parts.netloc.rsplit("@", 1)
+        if userinfo is not None:
             self.auth = "Basic " + base64.b64encode(urllib.parse.unquote(userinfo).encode()).decode()
-            self.secrets = [s for s in (parts.username, parts.password, userinfo) if s]
-            base = urllib.parse.urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
-        else:
-            self.secrets = []
         self.base = base.rstrip("/") + "/"
         self.timeout = timeout
+        self._deadlines = _Deadlines()
         self.opener = urllib.request.build_opener(
-            urllib.request.HTTPSHandler(context=ssl_context(validate_certs, ca_path)))
+            _DeadlineHTTPHandler(self._deadlines),
+            _DeadlineHTTPSHandler(self._deadlines, ssl_context(validate_certs, ca_path)),
+            OriginRedirectHandler())
 
     def describe(self, rel):
         return self.public_url(rel)
@@ -416,11 +650,21 @@ class HttpSource:
         return self.base + urllib.parse.quote(rel)
 
     def _request(self, rel, method="GET", headers=None):
-        headers = dict(headers or {})
+        req = urllib.request.Request(self.url(rel), method=method, headers=dict(headers or {}))
         if self.auth:
-            headers["Authorization"] = self.auth
-        req = urllib.request.Request(self.url(rel), method=method, headers=headers)
-        return self.opener.open(req, timeout=self.timeout)
+            # unredirected: urllib copies ordinary headers onto a redirect to any host
+            req.add_unredirected_header("Authorization", self.auth)
+        state = self._deadlines
+        state.deadline_at, state.connections = time.monotonic() + self.timeout, []
+        try:
+            return self.opener.open(req, timeout=self.timeout)
+        except (urllib.error.HTTPError, BundleError):
+            raise
+        except Exception:
+            if any(conn.deadline_hit for conn in state.connections):
+                raise TimeoutError(f"no complete response headers within the timeout of {self.timeout} s (a "
+                                   "server that sends them slowly or not at all)") from None
+            raise
 
     def read_text(self, rel):
         try:
@@ -458,7 +702,7 @@ class HttpSource:
             raise BundleError(f"{self.public_url(rel)}: HTTP {exc.code} {exc.reason}") from None
         except _NETWORK_ERRORS as exc:
             raise BundleError(f"{self.public_url(rel)}: {exc}") from None
-        return int(length) if length and length.isdigit() else None
+        return parse_content_length(length)
 
     def open(self, rel, offset):
         """``(stream, start)``: the data from ``start`` (``offset``, or 0 when the server ignores Range);
@@ -473,11 +717,11 @@ class HttpSource:
                 raise ConnectionError(f"HTTP {exc.code} {exc.reason}") from None
             raise BundleError(f"{self.public_url(rel)}: HTTP {exc.code} {exc.reason}") from None
         if offset and resp.status == 206:
-            m = _CONTENT_RANGE.match(resp.headers.get("Content-Range", ""))
-            if not m or int(m.group(1)) != offset:
+            got = parse_content_range(resp.headers.get("Content-Range"))
+            if not got or got[0] != offset:
                 resp.close()
                 raise BundleError(f"{self.public_url(rel)}: asked for bytes {offset}- and got Content-Range "
-                                  f"{resp.headers.get('Content-Range')!r}")
+                                  f"{_short(resp.headers.get('Content-Range'))}")
             return resp, offset
         return resp, 0
 

@@ -23,6 +23,7 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.bundle import (
     load_entries,
     make_source,
 )
+from ansible_collections.ascendai.vllm.plugins.module_utils import bundle as _bundle
 
 
 def model_entries(entries, model, where=MANIFEST_NAME):
@@ -59,7 +60,7 @@ def fetch_model(dest, model, src=None, manifest_text=None, parallel=4, retries=3
                          space_fix="Free space there, or put the models on a bigger filesystem (model_dir)",
                          manifest_label=f"models/{model}/")
     result.pop("sha256", None)
-    result.update(model=model, src=src, dest=os.path.abspath(dest))
+    result.update(model=model, src=_bundle.redact_url(src) if src else None, dest=os.path.abspath(dest))
     result["seconds"] = round(time.time() - started, 3)
     if "rate_bytes_per_s" in result:
         result["rate_bytes_per_s"] = round(result["bytes_fetched"] / max(result["seconds"], 1e-6), 1)

@@ -30,8 +30,10 @@ options:
   src:
     description:
       - The bundle root, an C(http(s)://) URL or a directory on the host the module runs on, holding
-        C(MANIFEST.sha256). Credentials in the URL (C(user:password@)) are sent as Basic authentication and never
-        appear in messages or results.
+        C(MANIFEST.sha256). Credentials in the URL (C(user:password@)) are sent as Basic authentication, only to
+        the URL's own scheme, host and port (a redirect elsewhere gets none; https is never redirected to http),
+        and never appear in messages, results or the invocation. Percent-encode C(/), C(?), C(#) and C(@) in
+        them (C(%2F), C(%3F), C(%23), C(%40)).
       - Omit to verify O(dest) against O(manifest_content).
     type: str
   dest:
@@ -193,6 +195,7 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.bundle import (
     redact_url,
     select,
     transfer_argument_spec,
+    url_secrets,
     verify_in_place,
 )
 
@@ -253,6 +256,9 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    # The URL's user:password must not reach the result, a message or the invocation that -vvv prints; src itself
+    # is not no_log, or every path and URL in the output would be masked with it.
+    module.no_log_values.update(url_secrets(p["src"] or ""))
     if not p["src"] and not p["dest"]:
         module.fail_json(msg="give dest (where the files go) or src (a bundle directory whose files are checked in "
                              "place); with manifest_content alone there is nothing to check")

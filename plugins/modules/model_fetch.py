@@ -30,6 +30,10 @@ options:
     description:
       - The bundle root, an C(http(s)://) URL or a directory on the node, holding C(MANIFEST.sha256) and
         C(models/<model>/).
+      - Credentials in the URL (C(user:password@)) are sent as Basic authentication, only to the URL's own
+        scheme, host and port (a redirect elsewhere gets none; https is never redirected to http), and never
+        appear in messages, results or the invocation. Percent-encode C(/), C(?), C(#) and C(@) in them
+        (C(%2F), C(%3F), C(%23), C(%40)).
       - Omit to verify O(dest) against O(manifest_content) without fetching.
     type: str
   dest:
@@ -91,6 +95,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+src:
+  description: O(src) without the credentials a URL may carry.
+  returned: always
+  type: str
+  sample: http://***@bundle.example.internal/ascendai-bundle/
 dest:
   description: Absolute path of the model directory.
   returned: always
@@ -168,6 +177,7 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.bundle import (
     apply_file_attributes,
     fetch_diff,
     transfer_argument_spec,
+    url_secrets,
 )
 from ansible_collections.ascendai.vllm.plugins.module_utils.model_fetch import fetch_model
 
@@ -185,6 +195,9 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    # The URL's user:password must not reach the result, a message or the invocation that -vvv prints; src itself
+    # is not no_log, or every path and URL in the output would be masked with it.
+    module.no_log_values.update(url_secrets(p["src"] or ""))
     try:
         result = fetch_model(p["dest"], p["model"], src=p["src"], manifest_text=p["manifest_content"],
                              parallel=p["parallel"], retries=p["retries"], timeout=p["timeout"],
