@@ -14,6 +14,13 @@ description:
   - Understands the Ascend version strings - a part C(rcN) (any case) sorts before a number at the same place, so
     C(24.1.rc3) < C(24.1.0) < C(25.2.0), C(8.2.RC1) < C(8.2.0), firmware C(7.5.0.1.129) < C(7.7.0.1.231); missing
     trailing parts count as C(0).
+  - "Understands Huawei's pre-release and dated builds: a suffix C(-alpha.N), C(-beta.N) or C(-rc.N) (any case) is a
+    pre-release of the version before it (C(9.1.0-beta.3), as Huawei's CANN images name it, equals C(9.1.0.beta3));
+    a suffix C(_) and 8 to 14 digits is a dated build (C(9.2.0_20260930220649)). The order within one version is
+    alpha < beta < rc < dated build < the release: C(9.1.0-beta.3) < C(9.1.0-rc.1) < C(9.1.0_20260930220649) <
+    C(9.1.0) < C(9.1.1); dated builds of one version follow their timestamps."
+  - It is a total order (antisymmetric and transitive); versions that differ only in trailing zeros or in letter
+    case are equal. Anything else (C(latest), C(9.1.0-gamma), C(9.1.0_abc)) is an error.
   - With O(operator), returns a boolean instead (C(<), C(<=), C(==), C(!=), C(>=), C(>)).
 options:
   _input:
@@ -36,6 +43,10 @@ EXAMPLES = r"""
 - name: Is the installed driver older than the wanted one?
   ansible.builtin.debug:
     msg: "{{ '24.1.rc3' | ascendai.vllm.ascend_version_compare('25.2.0') }}"   # -1
+
+- name: A beta of CANN is older than its release
+  ansible.builtin.debug:
+    msg: "{{ '9.1.0-beta.3' | ascendai.vllm.ascend_version_compare('9.1.0', '<') }}"   # true
 
 - name: Refuse a downgrade
   ansible.builtin.assert:

@@ -6,9 +6,14 @@ Pure functions (stdlib only): the ``ascend_version_compare`` / ``ascend_version_
 the controller and the ``ascend_package_info`` module runs them on the node.
 
 Version strings (docs/sources.md, the driver, firmware and CANN sources): driver ``24.1.rc3``, ``24.1.0``,
-``25.0.rc1.1``, ``25.2.0``; firmware ``7.5.0.1.129``; CANN ``8.2.RC1``, ``8.3.RC2``, ``9.1.0``.  A part ``rcN``
-(any case; also ``tN``/``bN`` test and beta builds) sorts *before* a number at the same position, so
-``24.1.rc3`` < ``24.1.0`` < ``25.2.0`` and ``8.2.RC1`` < ``8.2.0``.  Missing trailing parts count as ``0``.
+``25.0.rc1.1``, ``25.2.0``; firmware ``7.5.0.1.129``; CANN ``8.2.RC1``, ``8.3.RC2``, ``9.1.0``; Huawei's CANN
+images name pre-releases ``9.1.0-beta.3`` and dated builds carry a timestamp, ``9.2.0_20260930220649``.
+A part ``rcN`` (any case; also ``tN``/``bN`` test and beta builds) sorts *before* a number at the same position,
+so ``24.1.rc3`` < ``24.1.0`` < ``25.2.0`` and ``8.2.RC1`` < ``8.2.0``.  Missing trailing parts count as ``0``.
+A suffix ``-alpha.N``, ``-beta.N`` or ``-rc.N`` is that pre-release part (``9.1.0-beta.3`` equals
+``9.1.0.beta3``); a suffix ``_<8 to 14 digits>`` is a dated build of the version before it, newer than its
+alpha, beta and rc builds and older than the release: ``9.1.0-beta.3`` < ``9.1.0-rc.1`` <
+``9.1.0_20260930220649`` < ``9.1.0``, dated builds of one version in the order of their timestamps.
 
 Ranges as printed in ``version.info``: ``compatible_version_fw=[7.0.0,7.2.99]`` (driver -> firmware),
 ``compatible_version_drv=[23.0.rc3,23.0.rc3.],[23.0.0,23.0.0.]`` (firmware -> driver): ``[low,high]`` inclusive;
@@ -20,42 +25,63 @@ Release families: ``compatible_version=[V100R001C15],[V100R001C17]`` lists the `
 
 from __future__ import annotations
 
+import functools
 import re
 
 KINDS = ("driver", "firmware", "toolkit", "kernels", "nnal")
 ACTIONS = ("full", "upgrade", "none", "downgrade", "refuse")
 
 _PART = re.compile(r"^(?:(\d+)|(rc|t|b|alpha|beta)(\d*))$", re.IGNORECASE)
+_PRE_SUFFIX = re.compile(r"^(?P<base>.+)-(?P<word>alpha|beta|rc)(?:\.?(?P<num>\d+))?$", re.IGNORECASE)
+_DATED_SUFFIX = re.compile(r"^(?P<base>.+)_(?P<stamp>\d{8,14})$")
 _PRE_RANK = {"alpha": 0, "t": 0, "b": 1, "beta": 1, "rc": 2}
-_PAD = (1, 0)
+# rank of a dated build among the pre-release parts: after rc, before the release itself
+_DATED_RANK = 3
+# a number is (1, n, 0), a pre-release part (0, rank, n); a missing part counts as the number 0
+_PAD = (1, 0, 0)
 
 
 class AscendVersionError(ValueError):
     """A text that is not an Ascend version."""
 
 
+def _not_a_version(version, detail=""):
+    return AscendVersionError(f"not an Ascend version: {version!r}{detail} (expected e.g. 25.2.0, 24.1.rc3, "
+                              f"8.2.RC1, 7.7.0.1.231, 9.1.0-beta.3, 9.2.0_20260930220649)")
+
+
 def version_key(version):
-    """Sort key of an Ascend version; raises :class:`AscendVersionError` for anything else."""
+    """The parts of an Ascend version; raises :class:`AscendVersionError` for anything else.
+
+    Keys of different lengths compare as :func:`compare_versions` does only once padded: sort with
+    :data:`sort_key`.
+    """
     if version is None or isinstance(version, bool):
-        raise AscendVersionError(f"not an Ascend version: {version!r}")
+        raise _not_a_version(version)
     text = str(version).strip()
     if text[:1] in ("v", "V") and text[1:2].isdigit():
         text = text[1:]
+    tail = []
+    dated = _DATED_SUFFIX.match(text)
+    if dated:
+        text, tail = dated.group("base"), [(0, _DATED_RANK, int(dated.group("stamp")))]
+    pre = _PRE_SUFFIX.match(text)
+    if pre:
+        text = pre.group("base")
+        tail.insert(0, (0, _PRE_RANK[pre.group("word").lower()], int(pre.group("num") or 0)))
     if not text or not text[0].isdigit():
-        raise AscendVersionError(f"not an Ascend version: {version!r} (expected e.g. 25.2.0, 24.1.rc3, 8.2.RC1, "
-                                 f"7.7.0.1.231)")
+        raise _not_a_version(version)
     parts = []
     for raw in text.strip(".").split("."):
         match = _PART.match(raw)
         if not match:
-            raise AscendVersionError(f"not an Ascend version: {version!r} (part {raw!r}; expected numbers and "
-                                     f"rcN, e.g. 25.2.0, 24.1.rc3, 8.2.RC1, 7.7.0.1.231)")
+            raise _not_a_version(version, f" (part {raw!r})")
         if match.group(1) is not None:
-            parts.append((1, int(match.group(1))))
+            parts.append((1, int(match.group(1)), 0))
         else:
             # a pre-release part sorts below every number: rank 0, then its kind and its number
-            parts.append((0, _PRE_RANK[match.group(2).lower()] * 1000000 + int(match.group(3) or 0)))
-    return tuple(parts)
+            parts.append((0, _PRE_RANK[match.group(2).lower()], int(match.group(3) or 0)))
+    return tuple(parts + tail)
 
 
 def compare_versions(a, b):
@@ -65,6 +91,10 @@ def compare_versions(a, b):
     ka += (_PAD,) * (width - len(ka))
     kb += (_PAD,) * (width - len(kb))
     return (ka > kb) - (ka < kb)
+
+
+sort_key = functools.cmp_to_key(compare_versions)
+"""``sorted(versions, key=sort_key)``: oldest first, in the order of :func:`compare_versions`."""
 
 
 def parse_ranges(text):

@@ -9,25 +9,40 @@ version that extends it"; a shorter ``hi`` (``7.2.99``) compares only that many 
 import re
 
 _PART = re.compile(r"^(?:(\d+)|(rc|RC|t|T|b|B)(\d*))$")
+# Huawei's pre-release and dated builds: 9.1.0-beta.3 (CANN images), 9.2.0_20260930220649; the same order as the
+# collection's ascend_version_compare: alpha < beta < rc < dated build < release
+_PRE_SUFFIX = re.compile(r"^(.+)-(alpha|beta|rc)(?:\.?(\d+))?$", re.IGNORECASE)
+_DATED_SUFFIX = re.compile(r"^(.+)_(\d{8,14})$")
+_RANK = {"alpha": 0, "t": 0, "b": 1, "beta": 1, "rc": 2}
+_PAD = (1, 0, 0, "")
 
 
 def key(version):
+    text = str(version).strip()
+    tail = []
+    dated = _DATED_SUFFIX.match(text)
+    if dated:
+        text, tail = dated.group(1), [(0, 3, int(dated.group(2)), "")]
+    pre = _PRE_SUFFIX.match(text)
+    if pre:
+        text = pre.group(1)
+        tail.insert(0, (0, _RANK[pre.group(2).lower()], int(pre.group(3) or 0), ""))
     parts = []
-    for raw in str(version).strip().strip(".").split("."):
+    for raw in text.strip(".").split("."):
         match = _PART.match(raw)
         if not match:
-            parts.append((2, 0, raw))
+            parts.append((2, 0, 0, raw))
         elif match.group(1) is not None:
-            parts.append((1, int(match.group(1)), ""))
+            parts.append((1, 0, int(match.group(1)), ""))
         else:
-            parts.append((0, int(match.group(3) or 0), match.group(2).lower()))
-    return tuple(parts)
+            parts.append((0, _RANK[match.group(2).lower()], int(match.group(3) or 0), ""))
+    return tuple(parts + tail)
 
 
 def compare(a, b):
     ka, kb = key(a), key(b)
     width = max(len(ka), len(kb))
-    pad = (1, 0, "")
+    pad = _PAD
     ka = ka + (pad,) * (width - len(ka))
     kb = kb + (pad,) * (width - len(kb))
     return (ka > kb) - (ka < kb)
@@ -42,7 +57,7 @@ def in_range(version, low, high):
     kver = key(version)[:len(khigh)]
     if prefix:
         return kver <= khigh
-    kver = kver + ((1, 0, ""),) * (len(khigh) - len(kver))
+    kver = kver + (_PAD,) * (len(khigh) - len(kver))
     return kver <= khigh
 
 
