@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import fnmatch
 import hashlib
 import http.client
@@ -35,6 +36,7 @@ import os
 import re
 import socket
 import ssl
+import stat
 import threading
 import time
 import urllib.error
@@ -777,9 +779,159 @@ def make_source(src, timeout=60, validate_certs=True, ca_path=None):
 # --------------------------------------------------------------------------- local state
 
 
-def file_sha256(path, chunk_bytes=CHUNK_BYTES, stop=None):
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
+# What open() with O_NOFOLLOW says of a symbolic link: ELOOP on Linux, EMLINK on FreeBSD, ENOTDIR with O_DIRECTORY
+_LINK_ERRNOS = {errno.ELOOP, errno.EMLINK, errno.ENOTDIR}
+
+
+class SafeTree:
+    """Files under ``root`` reached without following a symbolic link below it.
+
+    The fetch runs as root in a directory that the service account owns (the model role gives it the model
+    directory): had it replaced ``sub/`` or a file by a link, a path-based open, rename or chown would act on the
+    link's target, anywhere on the host. Here every component below ``root`` is opened with ``O_NOFOLLOW`` from its
+    parent's descriptor (``openat``), renames and unlinks go through directory descriptors, and a link found on
+    the way fails naming it. A link swapped in after a directory was opened changes nothing: the descriptor still
+    names the directory that was checked. ``root`` itself is the caller's (a path the playbook chose under a
+    root-owned parent) and may be a link."""
+
+    def __init__(self, root):
+        self.root = os.path.abspath(root)
+
+    def path(self, rel):
+        return os.path.join(self.root, rel) if rel else self.root
+
+    def link_error(self, rel):
+        path = self.path(rel)
+        try:
+            where = f" (to {os.readlink(path)})"
+        except OSError:
+            where = ""
+        return BundleError(f"{path} is a symbolic link{where}: the fetch never writes through a link under "
+                           f"{self.root}, which another account may own, as root. Remove the link (rm {path}), "
+                           "find out who made it, and re-run")
+
+    def _open_root(self):
+        return os.open(self.root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC)
+
+    def open_dir(self, rel_dir, create=False, mode=0o777):
+        """A descriptor of ``root/rel_dir`` (``""``: root); missing directories are made when ``create``, else
+        FileNotFoundError. Close it."""
+        if create:
+            os.makedirs(self.root, exist_ok=True)
+        fd = self._open_root()
+        done = ""
+        try:
+            for name in [p for p in rel_dir.split("/") if p]:
+                done = f"{done}/{name}" if done else name
+                try:
+                    nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    try:
+                        os.mkdir(name, mode, dir_fd=fd)
+                    except FileExistsError:
+                        pass
+                    nfd = self._open_child_dir(name, fd, done)
+                except OSError as exc:
+                    if exc.errno in _LINK_ERRNOS:
+                        raise self._not_a_dir(fd, name, done) from None
+                    raise
+                os.close(fd)
+                fd = nfd
+            return fd
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def _open_child_dir(self, name, fd, done):
+        try:
+            return os.open(name, _DIR_FLAGS, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno in _LINK_ERRNOS:
+                raise self._not_a_dir(fd, name, done) from None
+            raise
+
+    def _not_a_dir(self, fd, name, done):
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            st = None
+        if st is not None and stat.S_ISLNK(st.st_mode):
+            return self.link_error(done)
+        return BundleError(f"{self.path(done)} is not a directory; move it away and re-run")
+
+    @contextlib.contextmanager
+    def parent(self, rel, create=False):
+        """``(descriptor of rel's directory, rel's base name)``, closed after the block."""
+        head, _sep, name = rel.rpartition("/")
+        fd = self.open_dir(head, create=create)
+        try:
+            yield fd, name
+        finally:
+            os.close(fd)
+
+    def lstat(self, rel):
+        """``os.stat_result`` of ``rel`` (never a link: a link fails), or None when it or a directory is missing."""
+        try:
+            with self.parent(rel) as (fd, name):
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            raise self.link_error(rel)
+        return st
+
+    def open_file(self, rel, flags, mode=0o666, create_dirs=False):
+        """``os.open`` of ``rel`` with ``O_NOFOLLOW``: a link fails naming it."""
+        with self.parent(rel, create=create_dirs) as (fd, name):
+            try:
+                return os.open(name, flags | _NOFOLLOW | _CLOEXEC, mode, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.EMLINK):
+                    raise self.link_error(rel) from None
+                raise
+
+    def unlink(self, rel, missing_ok=True):
+        try:
+            with self.parent(rel) as (fd, name):
+                os.unlink(name, dir_fd=fd)
+        except (FileNotFoundError, NotADirectoryError):
+            if not missing_ok:
+                raise
+
+    def write_atomic(self, rel, text):
+        """Write ``text`` as ``rel`` through a new temporary file and a rename in the same directory."""
+        with self.parent(rel, create=True) as (fd, name):
+            tmp = f".{name}.tmp{os.getpid()}-{threading.get_ident()}"
+            try:
+                os.unlink(tmp, dir_fd=fd)
+            except FileNotFoundError:
+                pass
+            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o666, dir_fd=fd)
+            try:
+                with os.fdopen(out, "w", encoding="utf-8") as f:
+                    f.write(text)
+                os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+            except BaseException:
+                try:
+                    os.unlink(tmp, dir_fd=fd)
+                except OSError:
+                    pass
+                raise
+
+
+def file_sha256(path, chunk_bytes=CHUNK_BYTES, stop=None, tree=None):
+    """sha256 of ``path``; with ``tree``, ``path`` is relative to it and no link is followed."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    if tree is not None:
+        f = os.fdopen(tree.open_file(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb")
+    else:
+        f = open(path, "rb")
+    with f:
         while True:
             if stop is not None and stop.is_set():
                 raise BundleError("stopped")
@@ -793,12 +945,24 @@ def cache_path(dest, rel):
     return os.path.join(dest, STATE_DIR, rel + ".sha256")
 
 
-def read_cached_sha256(dest, rel):
+def _cache_rel(rel):
+    return f"{STATE_DIR}/{rel}.sha256"
+
+
+def read_cached_sha256(dest, rel, tree=None):
     """The cached sha256 of ``dest/rel`` when its size and mtime are the ones it was hashed at, else None."""
     try:
-        st = os.stat(os.path.join(dest, rel))
-        with open(cache_path(dest, rel), "r", encoding="utf-8") as f:
-            data = json.load(f)
+        if tree is not None:
+            st = tree.lstat(rel)
+            if st is None:
+                return None
+            with os.fdopen(tree.open_file(_cache_rel(rel), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "r",
+                           encoding="utf-8") as f:
+                data = json.loads(f.read(1 << 16))
+        else:
+            st = os.stat(os.path.join(dest, rel))
+            with open(cache_path(dest, rel), "r", encoding="utf-8") as f:
+                data = json.load(f)
     except (OSError, ValueError):
         return None
     if (isinstance(data, dict) and data.get("version") == CACHE_VERSION and data.get("size") == st.st_size
@@ -807,7 +971,14 @@ def read_cached_sha256(dest, rel):
     return None
 
 
-def write_cached_sha256(dest, rel, digest):
+def write_cached_sha256(dest, rel, digest, tree=None):
+    if tree is not None:
+        st = tree.lstat(rel)
+        if st is None:
+            raise FileNotFoundError(tree.path(rel))
+        tree.write_atomic(_cache_rel(rel), json.dumps({"version": CACHE_VERSION, "size": st.st_size,
+                                                       "mtime_ns": st.st_mtime_ns, "sha256": digest}))
+        return
     st = os.stat(os.path.join(dest, rel))
     path = cache_path(dest, rel)
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -817,15 +988,16 @@ def write_cached_sha256(dest, rel, digest):
     os.replace(tmp, path)
 
 
-def local_sha256(dest, rel, rehash=False, write_cache=True):
-    """sha256 of ``dest/rel`` through the sidecar cache; ``(digest, from_cache)``."""
+def local_sha256(dest, rel, rehash=False, write_cache=True, tree=None):
+    """sha256 of ``dest/rel`` through the sidecar cache; ``(digest, from_cache)``. With ``tree`` (a
+    :class:`SafeTree` of dest) no link under dest is followed."""
     if not rehash:
-        cached = read_cached_sha256(dest, rel)
+        cached = read_cached_sha256(dest, rel, tree=tree)
         if cached is not None:
             return cached, True
-    digest = file_sha256(os.path.join(dest, rel))
+    digest = file_sha256(rel, tree=tree) if tree is not None else file_sha256(os.path.join(dest, rel))
     if write_cache:
-        write_cached_sha256(dest, rel, digest)
+        write_cached_sha256(dest, rel, digest, tree=tree)
     return digest, False
 
 
@@ -858,8 +1030,12 @@ def check_space(dest, needed, reserve=0, what="the files", fix="Free space there
 class Progress:
     """Counters shared by the download threads; written as JSON to ``path`` about once a second."""
 
-    def __init__(self, path, label, files_total, bytes_total, interval=1.0):
+    def __init__(self, path, label, files_total, bytes_total, interval=1.0, tree=None):
         self.path = path
+        # the status file under dest is written through the dest's SafeTree (never through a link there)
+        self.tree, self.rel = None, None
+        if path and tree is not None and os.path.abspath(path).startswith(tree.root + os.sep):
+            self.tree, self.rel = tree, os.path.relpath(os.path.abspath(path), tree.root).replace(os.sep, "/")
         self.lock = threading.Lock()
         # "model": the key the model role's progress display has always read (roles/model/tasks/fetch_wait.yml)
         self.data = {"state": "running", "model": label, "files_total": files_total, "files_done": 0,
@@ -910,14 +1086,14 @@ class Progress:
             with self.lock:
                 self.data["state"] = state
         snap = self.snapshot()
-        tmp = f"{self.path}.tmp{os.getpid()}"
         try:
+            if self.tree is not None:
+                self.tree.write_atomic(self.rel, json.dumps(snap))
+                return
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(snap, f)
-            os.replace(tmp, self.path)
-        except OSError:
-            pass  # progress is informative; a failed write must not fail the transfer
+            SafeTree(os.path.dirname(self.path)).write_atomic(os.path.basename(self.path), json.dumps(snap))
+        except (OSError, BundleError):
+            pass  # progress is informative; a failed write must not fail the transfer (a link is named by the fetch)
 
     def _loop(self):
         while not self._stop.wait(self.interval):
@@ -939,113 +1115,147 @@ class Progress:
 # --------------------------------------------------------------------------- one file
 
 
-def _part_path(dest, rel):
-    return os.path.join(dest, STATE_DIR, rel + ".part")
+def _part_rel(rel):
+    return f"{STATE_DIR}/{rel}.part"
 
 
-def download_file(source, item, dest, progress, stop, retries=3, chunk_bytes=CHUNK_BYTES, backoff=1.0):
-    """Fetch ``item`` (dict rel, bundle_rel, sha256, size) into ``dest/rel`` through a resumable ``.part``."""
+def _size_of(tree, rel):
+    st = tree.lstat(rel)
+    return st.st_size if st is not None else None
+
+
+def download_file(source, item, dest, progress, stop, retries=3, chunk_bytes=CHUNK_BYTES, backoff=1.0, tree=None):
+    """Fetch ``item`` (dict rel, bundle_rel, sha256, size) into ``dest/rel`` through a resumable ``.part``.
+
+    Every path under dest goes through ``tree`` (a :class:`SafeTree`): no symbolic link there is followed."""
+    tree = tree or SafeTree(dest)
     rel, want, size = item["rel"], item["sha256"], item.get("size")
-    final, part = os.path.join(dest, rel), _part_path(dest, rel)
-    os.makedirs(os.path.dirname(part), exist_ok=True)
-    os.makedirs(os.path.dirname(final), exist_ok=True)
+    part_rel = _part_rel(rel)
+    part = os.path.join(dest, part_rel)
     where = source.describe(item["bundle_rel"])
     progress.start_file(rel)
     attempt = 0
     try:
         while True:
-            offset = os.path.getsize(part) if os.path.exists(part) else 0
+            offset = _size_of(tree, part_rel) or 0
             if size is not None and offset > size:
-                os.unlink(part)
+                tree.unlink(part_rel)
                 progress.add(-offset, fetched=False)
                 offset = 0
             h = hashlib.sha256()
-            if offset:
-                with open(part, "rb") as f:
-                    for block in iter(lambda: f.read(chunk_bytes), b""):
+            # the .part is written through this one descriptor, opened without following a link; its name is
+            # checked to still be this file before the rename (a link or another file swapped in is refused)
+            fd = tree.open_file(part_rel, os.O_RDWR | os.O_CREAT, 0o666, create_dirs=True)
+            with os.fdopen(fd, "r+b") as out:
+                st = os.fstat(out.fileno())
+                if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+                    raise BundleError(f"{part}: not a plain file with one name (a hard link or a device?); remove "
+                                      "it and re-run")
+                offset = min(offset, st.st_size)
+                if offset:
+                    out.seek(0)
+                    left = offset
+                    while left:
+                        block = out.read(min(chunk_bytes, left))
+                        if not block:
+                            break
                         h.update(block)
-            try:
-                if size is not None and offset == size:
-                    stream, start = None, offset
-                    if not os.path.exists(part):       # a 0-byte file (an empty __init__.py): nothing to fetch
-                        open(part, "wb").close()
-                else:
-                    stream, start = source.open(item["bundle_rel"], offset)
-                if stream is not None:
-                    guard = SpeedGuard(stream, getattr(source, "timeout", None))
-                    with stream, open(part, "r+b" if os.path.exists(part) else "wb") as out:
-                        if start != offset:  # the server ignored Range: start again
-                            progress.add(-offset, fetched=False)
-                            h = hashlib.sha256()
-                            offset = 0
-                        out.seek(offset)
-                        out.truncate()
-                        while True:
-                            if stop.is_set():
-                                raise Stopped(f"{rel}: stopped after another file failed; "
-                                              f"{human(out.tell())} kept in {part} for the next run")
-                            block = guard.read(chunk_bytes)
-                            if not block:
-                                break
-                            if size is not None and out.tell() + len(block) > size:
-                                raise BundleError(f"{where}: the server sends more than the {size} bytes it "
-                                                  "announced; nothing more is written (the free-space check "
-                                                  "counted that size). Check the bundle's server and the file")
-                            out.write(block)
-                            h.update(block)
-                            progress.add(len(block))
-                        out.flush()
-                        os.fsync(out.fileno())
-                got = os.path.getsize(part)
-                if size is not None and got < size:
-                    raise ConnectionError(f"the transfer ended after {got} of {size} bytes")
-            except _NETWORK_ERRORS as exc:
-                attempt += 1
-                done = os.path.getsize(part) if os.path.exists(part) else 0
-                if attempt > retries or stop.is_set():
-                    raise BundleError(f"{where}: {exc} after {attempt} attempts; {human(done)} of "
-                                      f"{human(size) if size is not None else '?'} kept in {part}: re-run to resume "
-                                      "from there") from None
-                time.sleep(backoff * (2 ** (attempt - 1)))
-                continue
-            digest = h.hexdigest()
-            if digest != want:
-                got = os.path.getsize(part)
-                os.unlink(part)
-                progress.add(-got, fetched=False)
-                raise BundleError(f"{where}: sha256 {digest} does not match MANIFEST.sha256 ({want}); the "
-                                  f"downloaded file ({got} bytes) was removed. Re-run to download it again; if it "
-                                  "fails again the bundle is damaged: check it with 'sha256sum -c MANIFEST.sha256' "
-                                  "in the bundle directory")
-            os.replace(part, final)
-            write_cached_sha256(dest, rel, digest)
+                        left -= len(block)
+                try:
+                    if size is not None and offset == size:
+                        stream, start = None, offset
+                    else:
+                        stream, start = source.open(item["bundle_rel"], offset)
+                    if stream is not None:
+                        guard = SpeedGuard(stream, getattr(source, "timeout", None))
+                        with stream:
+                            if start != offset:  # the server ignored Range: start again
+                                progress.add(-offset, fetched=False)
+                                h = hashlib.sha256()
+                                offset = 0
+                            out.seek(offset)
+                            out.truncate()
+                            while True:
+                                if stop.is_set():
+                                    raise Stopped(f"{rel}: stopped after another file failed; "
+                                                  f"{human(out.tell())} kept in {part} for the next run")
+                                block = guard.read(chunk_bytes)
+                                if not block:
+                                    break
+                                if size is not None and out.tell() + len(block) > size:
+                                    raise BundleError(f"{where}: the server sends more than the {size} bytes it "
+                                                      "announced; nothing more is written (the free-space check "
+                                                      "counted that size). Check the bundle's server and the file")
+                                out.write(block)
+                                h.update(block)
+                                progress.add(len(block))
+                    out.flush()
+                    os.fsync(out.fileno())
+                    got = os.fstat(out.fileno()).st_size
+                    if size is not None and got < size:
+                        raise ConnectionError(f"the transfer ended after {got} of {size} bytes")
+                except _NETWORK_ERRORS as exc:
+                    attempt += 1
+                    done = os.fstat(out.fileno()).st_size
+                    if attempt > retries or stop.is_set():
+                        raise BundleError(f"{where}: {exc} after {attempt} attempts; {human(done)} of "
+                                          f"{human(size) if size is not None else '?'} kept in {part}: re-run to "
+                                          "resume from there") from None
+                    time.sleep(backoff * (2 ** (attempt - 1)))
+                    continue
+                got = os.fstat(out.fileno()).st_size
+                digest = h.hexdigest()
+                if digest != want:
+                    tree.unlink(part_rel)
+                    progress.add(-got, fetched=False)
+                    raise BundleError(f"{where}: sha256 {digest} does not match MANIFEST.sha256 ({want}); the "
+                                      f"downloaded file ({got} bytes) was removed. Re-run to download it again; if "
+                                      "it fails again the bundle is damaged: check it with 'sha256sum -c "
+                                      "MANIFEST.sha256' in the bundle directory")
+                _replace_checked(tree, part_rel, rel, st)
+            write_cached_sha256(dest, rel, digest, tree=tree)
             progress.end_file(rel)
-            return {"rel": rel, "bytes": os.path.getsize(final), "resumed_from": item.get("part_bytes", 0)}
+            return {"rel": rel, "bytes": got, "resumed_from": item.get("part_bytes", 0)}
     except BaseException:
         progress.end_file(rel, ok=False)
         raise
 
 
+def _replace_checked(tree, part_rel, rel, written):
+    """Rename ``part_rel`` to ``rel`` when the name still holds the file that was written (``written``: its fstat):
+    a link or another file put in its place during the transfer is refused, not moved into the model."""
+    with tree.parent(part_rel) as (pfd, pname), tree.parent(rel, create=True) as (dfd, dname):
+        now = os.stat(pname, dir_fd=pfd, follow_symlinks=False)
+        if stat.S_ISLNK(now.st_mode):
+            raise tree.link_error(part_rel)
+        if (now.st_dev, now.st_ino) != (written.st_dev, written.st_ino):
+            raise BundleError(f"{tree.path(part_rel)} was replaced by another file during the transfer; nothing "
+                              "was moved into place. Find out what writes there, and re-run")
+        os.replace(pname, dname, src_dir_fd=pfd, dst_dir_fd=dfd)
+
+
 # --------------------------------------------------------------------------- many files
 
 
-def plan_files(rows, dest, rehash=False, check_mode=False):
-    """Classify each row: present (right sha256), missing, or mismatch (present with another sha256)."""
+def plan_files(rows, dest, rehash=False, check_mode=False, tree=None):
+    """Classify each row: present (right sha256), missing, or mismatch (present with another sha256). A symbolic
+    link under dest (a directory on a file's path, the file, its ``.part``) fails naming it."""
+    tree = tree or SafeTree(dest)
     plan = []
     for rel, bundle_rel, digest in rows:
-        path = os.path.join(dest, rel)
         item = {"rel": rel, "bundle_rel": bundle_rel, "sha256": digest, "part_bytes": 0}
-        if os.path.isfile(path):
-            have, cached = local_sha256(dest, rel, rehash=rehash, write_cache=not check_mode)
+        st = tree.lstat(rel)
+        if st is not None and stat.S_ISREG(st.st_mode):
+            have, cached = local_sha256(dest, rel, rehash=rehash, write_cache=not check_mode, tree=tree)
             item["state"] = "present" if have == digest else "mismatch"
             item["local_sha256"] = have
-            item["local_bytes"] = os.path.getsize(path)
+            item["local_bytes"] = st.st_size
             item["from_cache"] = cached
         else:
             item["state"] = "missing"
-        part = _part_path(dest, rel)
-        if item["state"] != "present" and os.path.isfile(part):
-            item["part_bytes"] = os.path.getsize(part)
+        part = tree.lstat(_part_rel(rel))
+        if item["state"] != "present" and part is not None and stat.S_ISREG(part.st_mode):
+            item["part_bytes"] = part.st_size
         plan.append(item)
     return plan
 
@@ -1075,7 +1285,8 @@ def fetch_files(dest, rows, source=None, label="bundle", parallel=4, retries=3, 
     if os.path.lexists(dest) and not os.path.isdir(dest):
         raise BundleError(f"dest={dest} exists and is not a directory")
 
-    plan = plan_files(rows, dest, rehash=rehash, check_mode=check_mode)
+    tree = SafeTree(dest)
+    plan = plan_files(rows, dest, rehash=rehash, check_mode=check_mode, tree=tree)
     todo = [i for i in plan if i["state"] != "present"]
     result = {
         "changed": bool(todo), "dest": dest,
@@ -1118,11 +1329,8 @@ def fetch_files(dest, rows, source=None, label="bundle", parallel=4, retries=3, 
 
     for item in todo:
         if item["state"] == "mismatch":
-            os.unlink(os.path.join(dest, item["rel"]))
-            try:
-                os.unlink(cache_path(dest, item["rel"]))
-            except OSError:
-                pass
+            tree.unlink(item["rel"])
+            tree.unlink(_cache_rel(item["rel"]))
     os.makedirs(dest, exist_ok=True)
     todo.sort(key=lambda i: -(i["size"] or 0))  # biggest first: the pool ends together
     total = sum(i["size"] or 0 for i in todo)
@@ -1130,12 +1338,12 @@ def fetch_files(dest, rows, source=None, label="bundle", parallel=4, retries=3, 
     result["status_file"] = status_file
     stop = threading.Event()
     errors, stopped, done = [], [], []
-    progress = Progress(status_file, label, len(todo), total, interval=progress_interval)
+    progress = Progress(status_file, label, len(todo), total, interval=progress_interval, tree=tree)
     progress.add(sum(i["part_bytes"] for i in todo), fetched=False)
     with progress:
         with ThreadPoolExecutor(max_workers=min(parallel, len(todo))) as pool:
-            futures = [pool.submit(download_file, source, item, dest, progress, stop, retries, chunk_bytes, backoff)
-                       for item in todo]
+            futures = [pool.submit(download_file, source, item, dest, progress, stop, retries, chunk_bytes, backoff,
+                                   tree) for item in todo]
             for fut in futures:
                 try:
                     done.append(fut.result())
@@ -1152,39 +1360,55 @@ def fetch_files(dest, rows, source=None, label="bundle", parallel=4, retries=3, 
         if errors or stopped:
             progress.write("failed")
             raise BundleError("; ".join(errors or stopped))
-    _remove_empty_state(dest)
+    _remove_empty_state(tree)
     result["bytes_fetched"] = sum(d["bytes"] - d["resumed_from"] for d in done)
     result["seconds"] = round(time.time() - started, 3)
     result["rate_bytes_per_s"] = round(result["bytes_fetched"] / max(result["seconds"], 1e-6), 1)
     return result
 
 
-def _remove_empty_state(dest):
-    """Drop empty directories left under the state directory (the .sha256 sidecars and status stay)."""
-    state = os.path.join(dest, STATE_DIR)
-    for dirpath, _dirnames, _filenames in os.walk(state, topdown=False):
-        if dirpath != state and not os.listdir(dirpath):
-            try:
-                os.rmdir(dirpath)
-            except OSError:
-                pass
+def _remove_empty_state(tree):
+    """Drop empty directories left under the state directory (the .sha256 sidecars and status stay); the walk
+    goes through descriptors and follows no link."""
+    try:
+        top = tree.open_dir(STATE_DIR)
+    except (OSError, BundleError):
+        return
+    try:
+        for _dirpath, dirnames, _filenames, dirfd in os.fwalk(".", topdown=False, dir_fd=top):
+            for name in dirnames:
+                try:
+                    os.rmdir(name, dir_fd=dirfd)
+                except OSError:
+                    pass
+    finally:
+        os.close(top)
 
 
 def dest_paths(dest, files):
     """Every directory (dest and below) and file of ``files`` (relative to dest), for ownership and modes."""
-    dirs, seen = [dest], {dest}
+    dirs, paths = dest_rel_paths(dest, files)
+    return [os.path.join(dest, d) if d else dest for d in dirs], [os.path.join(dest, f) for f in paths]
+
+
+def dest_rel_paths(dest, files):
+    """:func:`dest_paths` relative to dest: ``("", directories below it..., the state directory)`` and ``files``."""
+    dirs, seen = [""], {""}
     for rel in files:
-        parent = os.path.dirname(os.path.join(dest, rel))
+        parent = os.path.dirname(rel)
         chain = []
-        while parent not in seen and parent.startswith(dest + os.sep):
+        while parent not in seen:
             chain.append(parent)
             seen.add(parent)
             parent = os.path.dirname(parent)
         dirs.extend(reversed(chain))
-    state = os.path.join(dest, STATE_DIR)
-    if os.path.isdir(state):
-        dirs.append(state)
-    return dirs, [os.path.join(dest, rel) for rel in files]
+    try:
+        state = SafeTree(dest).lstat(STATE_DIR)
+    except BundleError:
+        state = True  # a link there: name it when the attributes are applied
+    if state is not None and (state is True or stat.S_ISDIR(state.st_mode)):
+        dirs.append(STATE_DIR)
+    return dirs, list(files)
 
 
 _TRANSFER_ARGUMENT_SPEC = {
@@ -1208,19 +1432,99 @@ def transfer_argument_spec():
     return {name: dict(spec) for name, spec in _TRANSFER_ARGUMENT_SPEC.items()}
 
 
-def apply_file_attributes(module, dest, files, changed, owner=None, group=None, mode=None, directory_mode=None):
-    """Give ``dest``, its directories and ``files`` (relative to dest) their owner, group and modes through the
-    ``AnsibleModule`` ``module`` (its ``set_*_if_different``, which honour check mode). Paths not there yet (check
-    mode: not fetched) are passed over. Returns ``changed``, or True when anything was changed."""
-    dirs, paths = dest_paths(dest, files)
-    for path, path_mode in [(d, directory_mode) for d in dirs] + [(f, mode) for f in paths]:
-        if not os.path.lexists(path):
+def _uid(owner):
+    import pwd  # POSIX only, as chown
+    text = str(owner).strip()
+    if text.isdigit() and text.isascii():
+        return int(text)
+    try:
+        return pwd.getpwnam(text).pw_uid
+    except KeyError:
+        raise BundleError(f"owner={owner}: no such user on this host; create it first (the model role does with "
+                          "model_owner_create), or give a numeric uid") from None
+
+
+def _gid(group):
+    import grp
+    text = str(group).strip()
+    if text.isdigit() and text.isascii():
+        return int(text)
+    try:
+        return grp.getgrnam(text).gr_gid
+    except KeyError:
+        raise BundleError(f"group={group}: no such group on this host; create it first, or give a numeric "
+                          "gid") from None
+
+
+def wanted_mode(mode, current, name="mode", symbolic=None):
+    """The permission bits that ``mode`` asks for a file whose ``st_mode`` is ``current``: an int, an octal string
+    (``"0640"``) or, through ``symbolic`` (AnsibleModule._symbolic_mode_to_octal), ``u=rw,g=r``."""
+    if isinstance(mode, bool):
+        raise BundleError(f"{name}={mode!r} is not a file mode; write it as a quoted octal string, e.g. '0640'")
+    if isinstance(mode, int):
+        return stat.S_IMODE(mode)
+    text = str(mode).strip()
+    if re.fullmatch(r"[0-7]{1,5}", text):
+        return stat.S_IMODE(int(text, 8))
+    if symbolic is not None:
+        try:
+            return stat.S_IMODE(symbolic(os.stat_result((current,) + (0,) * 9), text))
+        except Exception as exc:  # Ansible raises ValueError with its own words
+            raise BundleError(f"{name}={text!r} is not a mode: {exc}; write e.g. '0640' or 'u=rw,g=r'") from None
+    raise BundleError(f"{name}={text!r} is not an octal mode; write e.g. '0640'")
+
+
+def set_attributes(dest, files, owner=None, group=None, mode=None, directory_mode=None, check_mode=False,
+                   symbolic=None):
+    """Give ``dest``, its directories and ``files`` (relative to dest) their owner, group and modes, each through a
+    descriptor opened without following a link (``fchown``, ``fchmod``): a link under dest fails naming it, and a
+    file with more than one hard link is refused (its other name may be outside dest). Paths not there yet (check
+    mode: not fetched) are passed over. Returns True when anything was (or, in check mode, would be) changed."""
+    if owner is None and group is None and mode is None and directory_mode is None:
+        return False
+    uid = _uid(owner) if owner not in (None, "") else -1
+    gid = _gid(group) if group not in (None, "") else -1
+    tree = SafeTree(dest)
+    dirs, paths = dest_rel_paths(dest, files)
+    changed = False
+    for rel, path_mode, is_dir in [(d, directory_mode, True) for d in dirs] + [(f, mode, False) for f in paths]:
+        try:
+            if is_dir:
+                fd = tree.open_dir(rel)
+            else:
+                fd = tree.open_file(rel, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except FileNotFoundError:
             continue
-        changed = module.set_owner_if_different(path, owner, changed)
-        changed = module.set_group_if_different(path, group, changed)
-        if path_mode is not None:
-            changed = module.set_mode_if_different(path, path_mode, changed)
+        try:
+            st = os.fstat(fd)
+            if not is_dir and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                raise BundleError(f"{tree.path(rel)} has {st.st_nlink} hard links: its owner and mode are left "
+                                  "alone, as another of its names may lie outside the directory. Remove the other "
+                                  "names (find / -samefile PATH), or delete the file and re-run to fetch it again")
+            want_uid = st.st_uid if uid == -1 else uid
+            want_gid = st.st_gid if gid == -1 else gid
+            if (want_uid, want_gid) != (st.st_uid, st.st_gid):
+                changed = True
+                if not check_mode:
+                    os.fchown(fd, uid, gid)
+                    st = os.fstat(fd)  # chown may clear setuid bits
+            if path_mode is not None:
+                want = wanted_mode(path_mode, st.st_mode, "directory_mode" if is_dir else "mode", symbolic)
+                if want != stat.S_IMODE(st.st_mode):
+                    changed = True
+                    if not check_mode:
+                        os.fchmod(fd, want)
+        finally:
+            os.close(fd)
     return changed
+
+
+def apply_file_attributes(module, dest, files, changed, owner=None, group=None, mode=None, directory_mode=None):
+    """:func:`set_attributes` for an ``AnsibleModule`` ``module`` (its check mode and symbolic modes). Returns
+    ``changed``, or True when anything was changed."""
+    symbolic = getattr(module, "_symbolic_mode_to_octal", None)
+    return set_attributes(dest, files, owner=owner, group=group, mode=mode, directory_mode=directory_mode,
+                          check_mode=module.check_mode, symbolic=symbolic) or changed
 
 
 def fetch_diff(result):

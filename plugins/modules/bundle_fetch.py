@@ -271,9 +271,14 @@ def main():
         module.fail_json(msg=f"bundle_fetch into {p['dest']} failed: {exc}. {p['hint'] or ''}".strip())
 
     if p["dest"]:
-        result["changed"] = apply_file_attributes(module, result["dest"], result["files"], result["changed"],
-                                                  owner=p["owner"], group=p["group"], mode=p["mode"],
-                                                  directory_mode=p["directory_mode"])
+        try:
+            result["changed"] = apply_file_attributes(module, result["dest"], result["files"], result["changed"],
+                                                      owner=p["owner"], group=p["group"], mode=p["mode"],
+                                                      directory_mode=p["directory_mode"])
+        except BundleError as exc:
+            module.fail_json(msg=with_hint(str(exc), (p["hint"] or "").strip()), files=p["files"], prefix=p["prefix"])
+        except OSError as exc:
+            module.fail_json(msg=f"setting the owner and modes in {p['dest']} failed: {exc}")
     if module._diff:
         result["diff"] = fetch_diff(result)
     module.exit_json(**result)

@@ -208,9 +208,14 @@ def main():
     except OSError as exc:
         module.fail_json(msg=f"model_fetch of {p['model']} into {p['dest']} failed: {exc}")
 
-    result["changed"] = apply_file_attributes(module, result["dest"], result["files"], result["changed"],
-                                              owner=p["owner"], group=p["group"], mode=p["mode"],
-                                              directory_mode=p["directory_mode"])
+    try:
+        result["changed"] = apply_file_attributes(module, result["dest"], result["files"], result["changed"],
+                                                  owner=p["owner"], group=p["group"], mode=p["mode"],
+                                                  directory_mode=p["directory_mode"])
+    except FetchError as exc:
+        module.fail_json(msg=str(exc), dest=p["dest"], model=p["model"])
+    except OSError as exc:
+        module.fail_json(msg=f"setting the owner and modes in {p['dest']} failed: {exc}")
     if module._diff:
         result["diff"] = fetch_diff(result)
     module.exit_json(**result)

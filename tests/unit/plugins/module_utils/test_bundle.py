@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import re
 import shutil
 import subprocess
@@ -198,53 +199,46 @@ def test_sha256_cache_is_keyed_by_size_and_mtime(tmp_path, monkeypatch):
     assert bundle.read_cached_sha256(str(tmp_path), DRIVER) is None
 
 
-class _RecordingModule:
-    """The three AnsibleModule calls apply_file_attributes makes, recorded; ``differs`` paths report a change."""
+class _Module:
+    """What apply_file_attributes asks of an AnsibleModule: its check mode (the changes go through descriptors)."""
 
-    def __init__(self, differs=()):
-        self.calls, self.differs = [], set(differs)
+    def __init__(self, check_mode=False):
+        self.check_mode = check_mode
 
-    def _set(self, what, path, value, changed):
-        self.calls.append((what, path, value))
-        return changed or (value is not None and path in self.differs)
 
-    def set_owner_if_different(self, path, owner, changed):
-        return self._set("owner", path, owner, changed)
-
-    def set_group_if_different(self, path, group, changed):
-        return self._set("group", path, group, changed)
-
-    def set_mode_if_different(self, path, mode, changed):
-        return self._set("mode", path, mode, changed)
+def _modes(dest, rels):
+    return {rel: stat.S_IMODE(os.lstat(os.path.join(dest, rel) if rel else dest).st_mode) for rel in rels}
 
 
 def test_file_attributes_go_to_dest_its_directories_and_files(tmp_path):
     """One home for what bundle_fetch and model_fetch did each in their main(): directory_mode on dest and the
     directories below it (and the state directory), mode on the files, owner and group on all; a file not there
-    (check mode) is passed over."""
+    (check mode) is passed over; check mode reports without changing."""
     dest = str(tmp_path / "m")
     os.makedirs(os.path.join(dest, "sub"))
     os.makedirs(os.path.join(dest, bundle.STATE_DIR))
     for rel in ("config.json", "sub/w.safetensors"):
         with open(os.path.join(dest, rel), "w", encoding="utf-8") as handle:
             handle.write("x")
-    module = _RecordingModule()
+        os.chmod(os.path.join(dest, rel), 0o644)
+    for rel in ("", "sub", bundle.STATE_DIR):
+        os.chmod(os.path.join(dest, rel) if rel else dest, 0o755)
     files = ["config.json", "sub/w.safetensors", "not-yet.bin"]
-    assert bundle.apply_file_attributes(module, dest, files, False, owner="vllm", group="vllm", mode="0640",
-                                        directory_mode="0750") is False
-    modes = {path: value for what, path, value in module.calls if what == "mode"}
-    state = os.path.join(dest, bundle.STATE_DIR)
-    assert modes == {dest: "0750", os.path.join(dest, "sub"): "0750", state: "0750",
-                     os.path.join(dest, "config.json"): "0640", os.path.join(dest, "sub", "w.safetensors"): "0640"}
-    assert {path for what, path, _value in module.calls if what == "owner"} == set(modes)
-    assert bundle.apply_file_attributes(module, dest, files, True) is True
-    changed_one = _RecordingModule(differs=[os.path.join(dest, "config.json")])
-    assert bundle.apply_file_attributes(changed_one, dest, files, False, mode="0600") is True
-    # no mode given: no mode call at all
-    assert not [c for c in _RecordingModule().calls if c[0] == "mode"]
-    plain = _RecordingModule()
-    bundle.apply_file_attributes(plain, dest, files, False, owner="vllm")
-    assert not [c for c in plain.calls if c[0] == "mode"]
+    dirs = ["", "sub", bundle.STATE_DIR]
+    before = _modes(dest, dirs + files[:2])
+    assert bundle.apply_file_attributes(_Module(check_mode=True), dest, files, False, mode="0640",
+                                        directory_mode="0750") is True
+    assert _modes(dest, dirs + files[:2]) == before
+    assert bundle.apply_file_attributes(_Module(), dest, files, False, owner=str(os.getuid()),
+                                        group=str(os.getgid()), mode="0640", directory_mode="0750") is True
+    assert _modes(dest, dirs + files[:2]) == {"": 0o750, "sub": 0o750, bundle.STATE_DIR: 0o750,
+                                               "config.json": 0o640, "sub/w.safetensors": 0o640}
+    assert bundle.apply_file_attributes(_Module(), dest, files, False, mode="0640", directory_mode="0750") is False
+    assert bundle.apply_file_attributes(_Module(), dest, files, True) is True
+    os.chmod(os.path.join(dest, "config.json"), 0o600)
+    # no mode given: modes are left alone
+    assert bundle.apply_file_attributes(_Module(), dest, files, False, owner=str(os.getuid())) is False
+    assert _modes(dest, ["config.json"]) == {"config.json": 0o600}
 
 
 def test_fetch_diff_names_what_was_missing_and_the_files_after():
