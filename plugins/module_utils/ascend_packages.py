@@ -190,8 +190,9 @@ def info_version(info):
 #    9.1.0-beta.3, .../cann/8.5.1-910b-ubuntu22.04-py3.11/Dockerfile#L106; vllm-ascend issue #6271 with 8.5.0);
 #    the install record is ``<root>/cann/<arch>-linux/ascend_toolkit_install.info`` (hiascend CANN 8.5.0
 #    installation guide, "File Paths"); the kernels package became ``Ascend-cann-<npu>-ops_<version>_linux-<arch>.run``
-#    with 8.5.0 (vllm-ascend v0.14.0rc1 .. v0.23.0 installation.md). Where the ops package records its version
-#    has no source: ``<root>/cann/opp_kernel/version.info`` is an assumption.
+#    with 8.5.0 (vllm-ascend v0.14.0rc1 .. v0.23.0 installation.md) and records its version beside the toolkit's,
+#    in ``<root>/cann/<arch>-linux/ascend_ops_install.info`` (hicann/ops-math docs/zh/install/quick_install.md,
+#    "环境验证": ``cat /usr/local/Ascend/cann/${arch}-linux/ascend_ops_install.info``).
 # NNAL is ``<root>/nnal/atb/<version>`` + ``latest`` + ``nnal/atb/set_env.sh`` in every generation
 # (https://github.com/hicann/ascend-transformer-boost/blob/ddcc8b6/scripts/install.sh#L387-L401).
 CANN_GENERATIONS = (
@@ -204,7 +205,7 @@ CANN_GENERATIONS = (
      "kernels_file": "Ascend-cann-{npu}-ops_{version}_linux-{arch}.run",
      "home": "{root}/cann-{version}",
      "toolkit_info": "{root}/cann/{arch}-linux/ascend_toolkit_install.info",
-     "kernels_info": "{root}/cann/opp_kernel/version.info"},
+     "kernels_info": "{root}/cann/{arch}-linux/ascend_ops_install.info"},
 )
 CANN_TOOLKIT_FILE = "Ascend-cann-toolkit_{version}_linux-{arch}.run"
 CANN_NNAL_FILE = "Ascend-cann-nnal_{version}_linux-{arch}.run"

@@ -11,7 +11,7 @@ version_added: 0.1.0
 description:
   - Reads the version of an installed Ascend driver, firmware, CANN toolkit, kernels (ops) or NNAL package from
     the file it leaves on the node (C(driver/version.info), C(firmware/version.info); CANN 8.5 and later
-    C(cann/<arch>-linux/ascend_toolkit_install.info) and C(cann/opp_kernel/version.info), CANN 8.3 and earlier
+    C(cann/<arch>-linux/ascend_toolkit_install.info) and C(cann/<arch>-linux/ascend_ops_install.info), CANN 8.3 and earlier
     C(ascend-toolkit/latest/<arch>-linux/ascend_toolkit_install.info) and
     C(ascend-toolkit/latest/opp_kernel/version.info); C(nnal/atb/latest/version.info)).
   - "Reads both forms of these files: C(key=value), and NNAL's indented C(key : value) (C(Ascend-cann-atb : 8.3.RC2))."

@@ -676,18 +676,33 @@ def install_kernels(meta, opts, state, log):
         raise Fail(1, "[ERROR] Ascend-cann-toolkit_%s is not installed in %s, install the toolkit "
                    "of the same version first." % (version, path))
     target = os.path.join(_toolkit_root(path, version), "opp_kernel")
-    if os.path.exists(os.path.join(target, "version.info")) and opts["op"] != "--upgrade":
-        raise Fail(1, "[ERROR] %s_%s is already installed in %s." % (name, version, target))
+    record = _kernels_record(path, version, meta["arch"])
+    if os.path.exists(record) and opts["op"] != "--upgrade":
+        raise Fail(1, "[ERROR] %s_%s is already installed in %s." % (name, version, os.path.dirname(record)))
     log("INFO", "install start")
     if _take_installer_fault(state):
         raise Fail(1, "[ERROR] %s_%s install failed" % (name, version))
     os.makedirs(os.path.join(_toolkit_root(path, version),
                              "opp/built-in/op_impl/ai_core/tbe/kernel/ascend910b"), exist_ok=True)
-    write_kv(os.path.join(target, "version.info"), [("Version", version), ("version_dir", version),
-                                                    ("soc_version", "ascend910b")])
+    if cann_generation_85(version):
+        # hicann/ops-math docs/zh/install/quick_install.md: <path>/cann/<arch>-linux/ascend_ops_install.info; the
+        # keys follow ascend_toolkit_install.info (package_name and version as a public CI reads them)
+        tree = "%s/cann-%s/%s-linux" % (path, version, meta["arch"])
+        write_kv(record, [("package_name", name), ("version", version), ("innerversion", meta["innerversion"]),
+                          ("arch", meta["arch"]), ("os", "linux"), ("path", tree)])
+    else:
+        write_kv(record, [("Version", version), ("version_dir", version), ("soc_version", "ascend910b")])
     _uninstall_script("kernels", version, path, os.path.join(target, "script/uninstall.sh"))
     log("INFO", "%s_%s_linux-%s install success" % (name, version, meta["arch"]))
     return 0
+
+
+def _kernels_record(path, version, arch):
+    """Where the kernels/ops package records its version: opp_kernel/version.info up to 8.3, from 8.5 on
+    <arch>-linux/ascend_ops_install.info beside the toolkit's record."""
+    if cann_generation_85(version):
+        return os.path.join(_toolkit_root(path, version), "%s-linux" % arch, "ascend_ops_install.info")
+    return os.path.join(_toolkit_root(path, version), "opp_kernel", "version.info")
 
 
 def uninstall_kernels(path, version, state, log):
@@ -695,6 +710,10 @@ def uninstall_kernels(path, version, state, log):
     if not os.path.isdir(target):
         raise Fail(1, "[ERROR] %s_%s is not installed." % (_kernels_name(version), version))
     shutil.rmtree(target)
+    for arch in ("aarch64", "x86_64"):
+        record = _kernels_record(path, version, arch)
+        if cann_generation_85(version) and os.path.exists(record):
+            os.remove(record)
     log("INFO", "%s_%s uninstall success" % (_kernels_name(version), version))
     return 0
 

@@ -85,6 +85,10 @@ def test_cann_layout_from_85_on(node, generations, version):
     assert not node.exists("/usr/local/Ascend/ascend-toolkit/%s" % version)
     nnal = node.read("/usr/local/Ascend/nnal/atb/latest/version.info")
     assert nnal.splitlines()[0] == "    Ascend-cann-atb : %s" % version
+    # the ops package records itself beside the toolkit (hicann/ops-math docs/zh/install/quick_install.md)
+    ops = ap.parse_kv(node.read("/usr/local/Ascend/cann/aarch64-linux/ascend_ops_install.info"))
+    assert (ops["package_name"], ops["version"]) == ("Ascend-cann-910b-ops", version)
+    assert not node.exists("/usr/local/Ascend/cann/opp_kernel/version.info")
     # what the collection reads back
     layout = ap.cann_layout(version, "aarch64")
     assert layout["home"] == root

@@ -142,6 +142,12 @@ def test_installed_files_layouts():
     assert ap.installed_files("toolkit", "/usr/local/Ascend/", "aarch64") == [
         "/usr/local/Ascend/cann/aarch64-linux/ascend_toolkit_install.info",
         "/usr/local/Ascend/ascend-toolkit/latest/aarch64-linux/ascend_toolkit_install.info"]
+    # CANN 8.5+ ops: <root>/cann/<arch>-linux/ascend_ops_install.info (hicann/ops-math quick_install.md)
+    assert ap.installed_files("kernels", "/usr/local/Ascend", "aarch64") == [
+        "/usr/local/Ascend/cann/aarch64-linux/ascend_ops_install.info",
+        "/usr/local/Ascend/ascend-toolkit/latest/opp_kernel/version.info"]
+    assert ap.cann_layout("9.1.0", "aarch64")["info"]["kernels"] == (
+        "/usr/local/Ascend/cann/aarch64-linux/ascend_ops_install.info")
     assert ap.installed_files("driver", "/opt/Ascend", "x86_64") == ["/opt/Ascend/driver/version.info"]
     assert ap.installed_files("nnal", "/usr/local/Ascend", "x86_64") == [
         "/usr/local/Ascend/nnal/atb/latest/version.info"]

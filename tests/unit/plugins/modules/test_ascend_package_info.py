@@ -155,6 +155,22 @@ def test_toolkit_installed_cann_85_layout(tmp_path):
     assert res["installed"]["file"].endswith("/cann/x86_64-linux/ascend_toolkit_install.info")
 
 
+def test_ops_installed_cann_85_layout(tmp_path):
+    """The CANN 8.5+ ops package records its version in <root>/cann/<arch>-linux/ascend_ops_install.info
+    (hicann/ops-math docs/zh/install/quick_install.md, "环境验证"): a good install reads as installed, so the role's
+    verify passes and a re-run installs nothing."""
+    info = tmp_path / "cann-9.1.0" / "aarch64-linux"
+    info.mkdir(parents=True)
+    (info / "ascend_ops_install.info").write_text(
+        "package_name=Ascend-cann-910b-ops\nversion=9.1.0\narch=aarch64\nos=linux\n"
+        "path=/usr/local/Ascend/cann-9.1.0/aarch64-linux\n")
+    os.symlink("cann-9.1.0", str(tmp_path / "cann"))
+    kind, res = run({"kind": "kernels", "version": "9.1.0", "install_path": str(tmp_path), "arch": "aarch64"})
+    assert kind is AnsibleExitJson, res
+    assert (res["installed"]["version"], res["action"]) == ("9.1.0", "none")
+    assert res["installed"]["file"].endswith("/cann/aarch64-linux/ascend_ops_install.info")
+
+
 def test_kinds_read_several_packages_in_one_run(pkgs, tmp_path):
     """Issue 20: the scan of the packages and installed versions is one module run per role, whatever the number of
     packages; each result is what the one-kind form returns for that kind, in the order asked."""
