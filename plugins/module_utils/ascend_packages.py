@@ -260,14 +260,53 @@ def installed_files(kind, install_path, arch):
 
 
 def package_info_file(kind):
-    """Relative paths, most likely first, of the version file inside an extracted (``--noexec --extract``) package."""
+    """Relative paths, most likely first, of the version file inside a package's archive.
+
+    The driver's installer reads ``./version.info`` at the top of its extracted archive (env_check.sh
+    getVersionInRunFile, ver_check.sh; https://github.com/verylucky01/driver/blob/e29d066/scripts/package/custom/
+    driver/common/scripts/env_check.sh#L366-L372); ``driver/version.info`` and ``firmware/version.info`` are what the
+    installs leave under the install path, kept first for packages laid out that way.
+    """
     return {
-        "driver": ["driver/version.info"],
-        "firmware": ["firmware/version.info"],
+        "driver": ["driver/version.info", "version.info"],
+        "firmware": ["firmware/version.info", "version.info"],
         "toolkit": ["version.info", "ascend_toolkit_install.info"],
         "kernels": ["version.info", "opp_kernel/version.info"],
         "nnal": ["version.info", "atb/version.info"],
     }[kind]
+
+
+# The version in a package's file name, per kind (the names of docs/sources.md, "Package names").
+_NAME_VERSION = {
+    "driver": re.compile(r"^Ascend-hdk-[^_]+-npu-driver_(?P<v>[^_]+(?:_\d{8,14})?)_linux-[^_]+\.run$"),
+    "firmware": re.compile(r"^Ascend-hdk-[^_]+-npu-firmware_(?P<v>.+)\.run$"),
+    "toolkit": re.compile(r"^Ascend-cann-toolkit_(?P<v>.+)_linux-[^_]+\.run$"),
+    "kernels": re.compile(r"^Ascend-cann-(?:kernels-[^_]+|[^_]+-ops)_(?P<v>.+)_linux-[^_]+\.run$"),
+    "nnal": re.compile(r"^Ascend-cann-nnal_(?P<v>.+)_linux-[^_]+\.run$"),
+}
+_PACKAGE_NAME_KIND = (("toolkit", "Ascend-cann-toolkit"), ("nnal", "Ascend-cann-nnal"),
+                      ("kernels", "Ascend-cann-kernels"), ("kernels", "-ops"))
+
+
+def name_version(kind, filename):
+    """The version in ``filename`` when it is a ``kind`` package's name, else None."""
+    match = _NAME_VERSION[kind].match(filename.rsplit("/", 1)[-1])
+    if not match:
+        return None
+    try:
+        version_key(match.group("v"))
+    except AscendVersionError:
+        return None
+    return match.group("v")
+
+
+def info_kind(info):
+    """The kind a version file's ``package_name`` names (CANN packages), else None."""
+    name = kv_get(info, "package_name") or ""
+    for kind, marker in _PACKAGE_NAME_KIND:
+        if marker in name:
+            return kind
+    return None
 
 
 def plan_action(installed, wanted, allow_downgrade=False):

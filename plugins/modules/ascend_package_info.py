@@ -11,14 +11,17 @@ version_added: 0.1.0
 description:
   - Reads the version of an installed Ascend driver, firmware, CANN toolkit, kernels (ops) or NNAL package from
     the file it leaves on the node (C(driver/version.info), C(firmware/version.info); CANN 8.5 and later
-    C(cann/<arch>-linux/ascend_toolkit_install.info) and C(cann/<arch>-linux/ascend_ops_install.info), CANN 8.3 and earlier
-    C(ascend-toolkit/latest/<arch>-linux/ascend_toolkit_install.info) and
+    C(cann/<arch>-linux/ascend_toolkit_install.info) and C(cann/<arch>-linux/ascend_ops_install.info), CANN 8.3
+    and earlier C(ascend-toolkit/latest/<arch>-linux/ascend_toolkit_install.info) and
     C(ascend-toolkit/latest/opp_kernel/version.info); C(nnal/atb/latest/version.info)).
   - "Reads both forms of these files: C(key=value), and NNAL's indented C(key : value) (C(Ascend-cann-atb : 8.3.RC2))."
-  - With O(package), runs the package's own integrity check (C(--check)), extracts it into a temporary directory
-    (C(--noexec --extract=DIR)) and reads its C(version.info), which holds the version and the compatibility
-    ranges (C(compatible_version_fw), C(compatible_version_drv), C(compatible_version)). The temporary
-    directory is removed.
+  - With O(package), runs the package's own integrity check (C(--check)) and takes only its version file out of
+    the archive (makeself's C(--tar), into a small temporary directory that is removed; the package is never
+    unpacked): C(driver/version.info) or the C(version.info) at the top that the driver's own installer reads,
+    C(firmware/version.info) or C(version.info), the CANN packages' C(version.info). It holds the version and the
+    compatibility ranges (C(compatible_version_fw), C(compatible_version_drv), C(compatible_version)). A package
+    without one gets the version in its file name (C(Ascend-hdk-910b-npu-driver_25.5.1_linux-aarch64.run) is
+    25.5.1), and no ranges.
   - Compares the two versions (C(24.1.rc3) < C(24.1.0) < C(25.2.0); C(8.2.RC1) < C(8.2.0)) and returns the
     O(ignore:action) - V(full) when nothing is installed, V(upgrade) when the installed one is older, V(none) when
     equal, V(downgrade) when newer and O(allow_downgrade=true), V(refuse) when newer otherwise.
@@ -158,11 +161,15 @@ package:
       description: The package path.
       type: str
     version:
-      description: Version from the extracted C(version.info).
+      description: Version from the package's version file, else from its file name.
       type: str
       sample: 25.2.0
+    info_file:
+      description: The version file read inside the package; null when the version came from the file name.
+      type: str
+      sample: version.info
     info:
-      description: All C(key=value) pairs of the extracted C(version.info).
+      description: All C(key=value) pairs of that version file (empty when the version came from the file name).
       type: dict
       sample: {Version: 25.2.0, compatible_version_fw: "[7.0.0,7.7.99]", Innerversion: V100R001C23SPC001B211}
     check:
@@ -190,7 +197,10 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.ascend_packages impo
     AscendVersionError,
     compare_versions,
     info_version,
+    info_kind,
     installed_files,
+    kv_get,
+    name_version,
     package_info_file,
     parse_kv,
     plan_action,
@@ -211,6 +221,14 @@ def read_installed(kind, install_path, arch):
 
 
 def read_package(module, kind, package):
+    """The package's integrity check, then its version file, taken out alone.
+
+    makeself's ``--tar ARG1 ARGS`` runs ``tar ARG1 - ARGS`` on the archive
+    (https://github.com/megastep/makeself/blob/release-2.5.0/makeself-header.sh#L435-L445; Huawei's packages are
+    makeself 2.5.0 archives, https://github.com/verylucky01/driver/blob/e29d066/cmake/third_party/makeself-fetch.cmake):
+    only the version files are written, to a small temporary directory, never the multi-GB toolkit. Without one,
+    the version in the file name is used.
+    """
     bash = module.get_bin_path("bash", required=True)
     check_line = None
     if module.params["integrity_check"]:
@@ -222,23 +240,30 @@ def read_package(module, kind, package):
                                  f"fetch it again and compare its sha256 with the bundle's MANIFEST.sha256.",
                              rc=rc, stdout=out, stderr=err)
         check_line = lines[-1] if lines else ""
-    tmp = tempfile.mkdtemp(prefix="ascendai-extract-")
+    wanted = package_info_file(kind)
+    tmp = tempfile.mkdtemp(prefix="ascendai-info-")
     try:
-        rc, out, err = module.run_command([bash, package, "--noexec", f"--extract={tmp}"])
-        if rc != 0:
-            module.fail_json(msg=f"{package}: --noexec --extract failed (rc {rc}): {(out + err).strip()[-400:]}",
-                             rc=rc, stdout=out, stderr=err)
-        for rel in package_info_file(kind):
+        # members are "./name" in a makeself archive ("tar cf - ."); both spellings are asked, tar says
+        # "Not found in archive" for the others and its status is not makeself's
+        names = [spelling for rel in wanted for spelling in ("./" + rel, rel)]
+        module.run_command([bash, package, "--tar", "xf", "-C", tmp] + names)
+        for rel in wanted:
             candidate = os.path.join(tmp, rel)
-            if os.path.isfile(candidate):
+            if os.path.isfile(candidate) and not os.path.islink(candidate):
                 info = parse_kv(read_text(candidate))
+                named = info_kind(info)
+                if named and named != kind:
+                    module.fail_json(msg=f"{package}: its {rel} names {kv_get(info, 'package_name')}; is it a "
+                                         f"{kind} package?")
                 return {"file": package, "version": info_version(info), "info": info, "check": check_line,
                         "info_file": rel}
-        module.fail_json(msg=f"{package}: no {' or '.join(package_info_file(kind))} in the extracted package; "
-                             f"is it a {kind} package?")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return None
+    version = name_version(kind, package)
+    if version is None:
+        module.fail_json(msg=f"{package}: no {' or '.join(wanted)} in the package and no {kind} version in its "
+                             f"file name; is it a {kind} package?")
+    return {"file": package, "version": version, "info": {}, "check": check_line, "info_file": None}
 
 
 def read_one(module, kind, package_path, version, arch):

@@ -87,6 +87,7 @@ Options:
   --quiet                      Quiet install mode, skip human-computer interactions
   --nox11                      Do not spawn an xterm
   --noexec --extract=<path>    Do not run the embedded script, extract the files to <path>
+  --tar arg1 [arg2 ...]        Access the contents of the archive through the tar command
   --full                       Install the full package (driver, firmware)
   --install                    Install the package
   --run                        Install the run mode files
@@ -106,6 +107,14 @@ extract_to() {{
   skip=$(awk '/^__ATLAS_SIM_PAYLOAD_BELOW__$/ {{ print NR + 1; exit 0 }}' "$0")
   tail -n +"$skip" "$0" | base64 -d > "$1/payload.tar.gz"
 }}
+# makeself's --tar ARG1 [ARGS]: the payload through "tar ARG1 - ARGS", without the integrity check
+# (makeself-header.sh, https://github.com/megastep/makeself/blob/release-2.5.0/makeself-header.sh#L435-L445)
+if [ "$1" = "--tar" ]; then
+  arg1="$2"; shift 2 || {{ usage; exit 1; }}
+  skip=$(awk '/^__ATLAS_SIM_PAYLOAD_BELOW__$/ {{ print NR + 1; exit 0 }}' "$0")
+  tail -n +"$skip" "$0" | base64 -d | gzip -dc | tar "$arg1" - "$@"
+  exit 0
+fi
 noexec=n; extract=""
 for arg in "$@"; do
   case "$arg" in
@@ -163,10 +172,13 @@ def filename(kind, version, arch):
 
 
 def version_files(meta):
-    """The version file(s) of the extracted package (``--noexec --extract=DIR``), at the place a real package has
-    them: ``driver/version.info``, ``firmware/version.info`` (the same text the install leaves under
-    /usr/local/Ascend); the CANN packages a ``version.info`` at the top (simulator choice: no capture of an
-    extracted CANN package exists), holding the version, innerversion and ``compatible_version``."""
+    """The version file(s) of the extracted package (``--noexec --extract=DIR``, ``--tar``), at the place a real
+    package has them: the driver ``version.info`` at the top, which its installer reads
+    (https://github.com/verylucky01/driver/blob/e29d066/scripts/package/custom/driver/common/scripts/env_check.sh#L366-L372,
+    ver_check.sh#L100-L104), with the text the install leaves in /usr/local/Ascend/driver/version.info;
+    ``firmware/version.info`` (assumption: the firmware installer is not published); the CANN packages a
+    ``version.info`` at the top (simulator choice: no capture of an extracted CANN package exists), holding the
+    version, innerversion and ``compatible_version``."""
     kind = meta["kind"]
     if kind == "driver":
         pairs = [("Version", meta["version"]), ("ascendhal_version", "7.35.23"), ("aicpu_version", "1.0"),
@@ -174,7 +186,7 @@ def version_files(meta):
                  ("dvppkernels_version", "1.1"), ("tsfw_version", "1.0"), ("Innerversion", meta["innerversion"]),
                  ("compatible_version", meta["compatible_version"]),
                  ("compatible_version_fw", meta["compatible_version_fw"]), ("package_version", meta["version"])]
-        return {"driver/version.info": pairs}
+        return {"version.info": pairs}
     if kind == "firmware":
         return {"firmware/version.info": [("Version", meta["version"]), ("firmware_version", "1.0"),
                                           ("package_version", meta["package_version"]),
@@ -196,8 +208,9 @@ def _add(tar, name, data, mode=0o644):
 def _payload(meta):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        # makeself archives the directory as "tar cf - ." (member names start with "./")
         for name, pairs in sorted(version_files(meta).items()):
-            _add(tar, name, "".join("%s=%s\n" % pair for pair in pairs).encode())
+            _add(tar, "./" + name, "".join("%s=%s\n" % pair for pair in pairs).encode())
         pkg = os.path.join(HERE, "atlas_sim")
         for name in sorted(os.listdir(pkg)):
             if name.endswith(".py"):

@@ -252,7 +252,8 @@ def test_installer_fails_midway_once(node, packages, kind):
 
 
 @pytest.mark.parametrize("kind,rel,expected", [
-    ("driver", "driver/version.info", {"Version": "25.2.0", "Innerversion": "V100R001C23SPC001B211",
+    # the driver's installer reads ./version.info at the top (env_check.sh getVersionInRunFile, ver_check.sh#L100)
+    ("driver", "version.info", {"Version": "25.2.0", "Innerversion": "V100R001C23SPC001B211",
                                        "compatible_version_fw": "[7.0.0,7.7.99]"}),
     ("firmware", "firmware/version.info", {"Version": "7.7.0.1.231", "package_version": "25.2.0",
                                            "compatible_version_drv": "[24.1.rc1,24.1.rc3.],[24.1.0,24.1.0.],"
@@ -266,3 +267,6 @@ def test_extract_mirrors_the_real_layout(node, packages, tmp_path, kind, rel, ex
     info = dict(line.split("=", 1) for line in (dest / rel).read_text().splitlines())
     assert {k: info[k] for k in expected} == expected
     assert not node.exists("/usr/local/Ascend")
+    # makeself's --tar streams the payload through tar: one file comes out, nothing is unpacked
+    one = run_pkg(node, packages["n+1"][kind], "--tar", "xOf", "./" + rel)
+    assert dict(line.split("=", 1) for line in one.stdout.splitlines() if "=" in line)["Version"] == expected["Version"]

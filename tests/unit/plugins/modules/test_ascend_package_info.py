@@ -123,7 +123,7 @@ def test_check_mode_without_the_package_plans_from_the_version(tmp_path):
 def test_wrong_kind_of_package(pkgs, tmp_path):
     kind, res = run({"kind": "firmware", "package": pkgs["n+1"]["toolkit"], "install_path": str(tmp_path)})
     assert kind is AnsibleFailJson
-    assert res["msg"].endswith("no firmware/version.info in the extracted package; is it a firmware package?")
+    assert res["msg"].endswith("its version.info names Ascend-cann-toolkit; is it a firmware package?")
 
 
 def test_nnal_installed_is_seen(tmp_path):
@@ -213,3 +213,48 @@ def test_kinds_fail_like_one_kind_and_need_the_package_dir(pkgs, tmp_path):
         "to find them"
     kind, res = run({"kind": "driver", "kinds": ["driver"], "install_path": str(tmp_path)})
     assert kind is AnsibleFailJson and "mutually exclusive" in res["msg"]
+
+
+def test_driver_package_version_info_at_the_root(pkgs, tmp_path):
+    """The driver's own installer reads ./version.info at the top of the extracted package (env_check.sh
+    getVersionInRunFile, ver_check.sh): the simulated driver has it there, and the module reads it."""
+    listing = subprocess.run(["bash", pkgs["n+1"]["driver"], "--list"], stdout=subprocess.PIPE,
+                             universal_newlines=True, check=True).stdout.split()
+    assert "./version.info" in listing
+    kind, res = run({"kind": "driver", "package": pkgs["n+1"]["driver"], "install_path": str(tmp_path)})
+    assert kind is AnsibleExitJson, res
+    assert (res["package"]["version"], res["package"]["info_file"]) == ("25.2.0", "version.info")
+    assert res["package"]["info"]["compatible_version_fw"] == "[7.0.0,7.7.99]"
+
+
+def test_packages_are_not_unpacked(pkgs, tmp_path, monkeypatch):
+    """Only the version file comes out of a package (makeself --tar), nothing is unpacked into /tmp: a CANN
+    toolkit is several GB."""
+    calls = []
+    real = ascend_package_info.AnsibleModule.run_command
+
+    def spy(self, args, *a, **kw):
+        calls.append(list(args))
+        return real(self, args, *a, **kw)
+
+    monkeypatch.setattr(ascend_package_info.AnsibleModule, "run_command", spy)
+    for kind in ("toolkit", "driver", "firmware"):
+        result, res = run({"kind": kind, "package": pkgs["n+1"][kind], "install_path": str(tmp_path)})
+        assert result is AnsibleExitJson, res
+        assert res["package"]["version"] == {"toolkit": "8.3.RC2", "driver": "25.2.0", "firmware": "7.7.0.1.231"}[kind]
+    assert calls and not [c for c in calls if "--noexec" in c or any(a.startswith("--extract") for a in c)]
+
+
+def test_version_from_the_file_name_when_the_package_has_no_version_file(tmp_path):
+    stub = tmp_path / "Ascend-hdk-910b-npu-driver_25.5.1_linux-aarch64.run"
+    stub.write_text("#!/bin/bash\necho 'Verifying archive integrity...  100%   SHA256 checksums are OK. All good.'\n"
+                    "exit 0\n")
+    kind, res = run({"kind": "driver", "package": str(stub), "install_path": str(tmp_path / "root")})
+    assert kind is AnsibleExitJson, res
+    assert (res["package"]["version"], res["package"]["info_file"], res["action"]) == ("25.5.1", None, "full")
+    fw = tmp_path / "Ascend-hdk-910b-npu-firmware_7.8.0.6.201.run"
+    fw.write_text(stub.read_text())
+    kind, res = run({"kind": "firmware", "package": str(fw), "install_path": str(tmp_path / "root")})
+    assert (res["package"]["version"], res["action"]) == ("7.8.0.6.201", "full")
+    kind, res = run({"kind": "firmware", "package": str(stub), "install_path": str(tmp_path / "root")})
+    assert kind is AnsibleFailJson and "is it a firmware package?" in res["msg"]
