@@ -56,7 +56,7 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 OTHER_WEIGHT_SUFFIXES = (".h5", ".msgpack", ".gguf", ".onnx", ".ot")
 PICKLE_INDEX_NAME = "pytorch_model.bin.index.json"
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
+_SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgt]i?b?|b)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {
     "": 1, "b": 1,
     "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12, "tb": 10**12,
@@ -73,20 +73,23 @@ class ConvertError(Exception):
 
 def parse_size(value):
     """Return a byte count for ``5GB`` (10**9 units, as Hugging Face), ``5GiB`` (2**30) or an int."""
+    shown = _short_repr(value)
     if isinstance(value, bool):
-        raise ConvertError(f"max_shard_size={value!r} is not a size; use e.g. '5GB', '500MB' or '2GiB'")
+        raise ConvertError(f"max_shard_size={shown} is not a size; use e.g. '5GB', '500MB' or '2GiB'")
     if isinstance(value, int):
         size = value
     else:
         m = _SIZE_RE.match(str(value))
         if not m:
-            raise ConvertError(f"max_shard_size={value!r} is not a size; use e.g. '5GB', '500MB' or '2GiB'")
+            raise ConvertError(f"max_shard_size={shown} is not a size; use e.g. '5GB', '500MB' or '2GiB'")
         number = float(m.group(1))
         if number > 2**63:  # '1e400' is not matched; a 400-digit number is inf as a float
-            raise ConvertError(f"max_shard_size={value!r} is not a size a disk holds; use e.g. '5GB'")
+            raise ConvertError(f"max_shard_size={shown} is not a size a disk holds; use e.g. '5GB'")
         size = int(number * _SIZE_UNITS[(m.group(2) or "").lower()])
     if size <= 0:
-        raise ConvertError(f"max_shard_size={value!r} must be more than 0 bytes; use e.g. '5GB'")
+        raise ConvertError(f"max_shard_size={shown} must be more than 0 bytes; use e.g. '5GB'")
+    if size >= 2**63:
+        raise ConvertError(f"max_shard_size={shown} is not a size a disk holds; use e.g. '5GB'")
     return size
 
 
@@ -99,6 +102,17 @@ def parse_size(value):
 # shape * dtype size == end - begin.
 MAX_HEADER_BYTES = 100_000_000
 _U64 = 2**64
+# Bounds checked while the header is read, before json.loads: a header near the library's ceiling made of tiny
+# values costs json.loads about 10x its size (a 92 MB one, 2.2 GB). A real header spends 100-200 bytes per tensor
+# (one JSON object each) and holds at most about 100,000 tensors in one file (DeepSeek-V3's 163 shards hold some
+# 91,000 together); metadata is a few short strings.
+MAX_TENSORS = 250_000
+MAX_HEADER_VALUES = 16 * MAX_TENSORS
+HEADER_SLACK_BYTES = 1 << 20
+HEADER_BYTES_PER_TENSOR = 4096
+_HEADER_CHUNK = 1 << 20
+# A safetensors count fits 64 bits: 20 digits
+_MAX_INT_DIGITS = 20
 
 
 def _is_count(value):
@@ -109,13 +123,48 @@ def _unique_keys(pairs):
     out = {}
     for key, value in pairs:
         if key in out:
-            raise ConvertError(f"key {key!r} appears twice")
+            raise ConvertError(f"key {key!r} appears twice (a duplicate tensor name would lose a tensor)")
         out[key] = value
     return out
 
 
 def _refuse_constant(name):
     raise ConvertError(f"{name} is not JSON a safetensors header holds")
+
+
+def _parse_int(text):
+    digits = len(text.lstrip("-"))
+    if digits > _MAX_INT_DIGITS:
+        raise ConvertError(f"a number of {digits} digits (a safetensors header's numbers fit 64 bits, "
+                           f"{_MAX_INT_DIGITS} digits)")
+    return int(text)
+
+
+def _read_header_bytes(f, n, path):
+    """The ``n`` header bytes of an open safetensors file, refused as soon as they hold more objects (tensors),
+    more JSON values, or more bytes per object than a real header could: the counts are taken on the raw bytes
+    (``{``, ``[`` and ``,`` inside strings count too, so they are upper bounds) before anything is parsed."""
+    parts, got, objects, values = [], 0, 0, 0
+    while got < n:
+        block = f.read(min(_HEADER_CHUNK, n - got))
+        if not block:
+            break
+        got += len(block)
+        braces = block.count(b"{")
+        objects += braces
+        values += braces + block.count(b"[") + block.count(b",")
+        if objects > MAX_TENSORS + 2:
+            raise ConvertError(f"{path}: the header holds more than {MAX_TENSORS:,} tensors; no real checkpoint "
+                               "has that many in one file: the file is damaged or not safetensors")
+        if values > MAX_HEADER_VALUES:
+            raise ConvertError(f"{path}: the header holds more than {MAX_HEADER_VALUES:,} JSON values (shapes of "
+                               "that many dimensions?); the file is damaged or not safetensors")
+        if got > HEADER_SLACK_BYTES + HEADER_BYTES_PER_TENSOR * objects:
+            raise ConvertError(f"{path}: the header's first {got:,} bytes hold only {objects:,} tensors; a real "
+                               f"header spends far less than {HEADER_BYTES_PER_TENSOR} bytes per tensor (a huge "
+                               "metadata string?): the file is damaged or not safetensors")
+        parts.append(block)
+    return b"".join(parts)
 
 
 def read_header(path):
@@ -134,15 +183,14 @@ def read_header(path):
             if n > file_size - 8 or n > MAX_HEADER_BYTES:
                 raise ConvertError(f"{path}: header length {n} does not fit the file ({file_size} bytes); the file "
                                    "is truncated or not safetensors")
-            header_bytes = f.read(n)
+            header_bytes = _read_header_bytes(f, n, path)
     except OSError as exc:
         raise ConvertError(f"{path}: cannot read: {exc}") from exc
     try:
         header = json.loads(header_bytes.decode("utf-8"), object_pairs_hook=_unique_keys,
-                            parse_constant=_refuse_constant)
+                            parse_constant=_refuse_constant, parse_int=_parse_int)
     except ConvertError as exc:
-        raise ConvertError(f"{path}: header refused: {exc} (a duplicate tensor name would lose a tensor); the "
-                           "file is damaged or not safetensors") from None
+        raise ConvertError(f"{path}: header refused: {exc}; the file is damaged or not safetensors") from None
     except (ValueError, RecursionError) as exc:
         raise ConvertError(f"{path}: header is not valid JSON ({exc}); the file is damaged or not "
                            "safetensors") from None
