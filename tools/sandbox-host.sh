@@ -4,6 +4,7 @@
 #   tools/sandbox-host.sh              ensure dockerd runs, build images when their recipe changed
 #   tools/sandbox-host.sh --print      print the image names (base, simulated Atlas node, controller)
 #   tools/sandbox-host.sh controller   also build the newest-Ansible controller image
+#   tools/sandbox-host.sh rpm-nodes    also build the RPM-family nodes (Kylin V10 SP3, openEuler 22.03 LTS SP4)
 #
 # No container registry is reachable here, so the base image is made with debootstrap
 # (Debian 12 + systemd + python3 + sshd) and tagged by a hash of its recipe: a second run reuses it.
@@ -41,10 +42,46 @@ else
 fi
 CONTROLLER_IMAGE="ascendai-vllm-controller14:$(ctl_hash)"
 
-if [[ "${1:-}" == "--print" ]]; then
+# The RPM-family nodes (tests/rpm_nodes/README.md): Debian's rpm/dnf/createrepo-c, stand-in RPMs, the
+# distribution's release files, python3 minor and glibc version, then the simulated Atlas layer. Their python3 is
+# copied from this host's pyenv (CPython 3.7 for Kylin V10, 3.9 for openEuler 22.03); a host without one gets
+# Debian 11's python2.7 / python3.9 instead (the same effect on ansible-core 2.19: refused / accepted), which the
+# hash records, so the two never share a tag.
+rpm_python_dir() {  # MINOR -> the newest pyenv CPython of that minor on this host, or nothing
+  local root d
+  for root in "$(pyenv root 2>/dev/null || true)" "${PYENV_ROOT:-}" "$HOME/.pyenv" /root/.pyenv; do
+    [[ -n $root && -d $root/versions ]] || continue
+    d=$(find "$root/versions" -maxdepth 1 -name "$1.*" -type d 2>/dev/null | sort -V | tail -1)
+    if [[ -n $d && -x $d/bin/python$1 ]]; then echo "$d"; return 0; fi
+  done
+}
+rpm_python_source() {  # NODE -> "pyenv <version>" or "fallback"
+  local d
+  d=$(rpm_python_dir "$(rpm_node_minor "$1")")
+  if [[ -n $d ]]; then echo "pyenv $(basename "$d")"; else echo fallback; fi
+}
+rpm_node_minor() { case $1 in kylin_v10) echo 3.7 ;; openeuler_22.03) echo 3.9 ;; esac; }
+rpm_hash() {  # NODE
+  (cd "$ROOT" && find tests/rpm_nodes -type f ! -name '*.pyc' ! -path '*/__pycache__/*' ! -path 'tests/rpm_nodes/tests/*' \
+     -print0 | sort -z | xargs -0 sha256sum; echo "$1 base $(base_hash) python $(rpm_python_source "$1")") |
+    sha256sum | cut -c1-12
+}
+rpm_sim_hash() { echo "$(rpm_hash "$1") $(sim_hash)" | sha256sum | cut -c1-12; }
+KYLIN_RPM_IMAGE="ascendai-vllm-rpmnode-kylin-v10:$(rpm_hash kylin_v10)"
+OPENEULER_RPM_IMAGE="ascendai-vllm-rpmnode-openeuler-2203:$(rpm_hash openeuler_22.03)"
+KYLIN_IMAGE="ascendai-vllm-kylin-v10-sim:$(rpm_sim_hash kylin_v10)"
+OPENEULER_IMAGE="ascendai-vllm-openeuler-2203-sim:$(rpm_sim_hash openeuler_22.03)"
+
+print_images() {
   echo "BASE_IMAGE=$BASE_IMAGE"
   echo "SIM_IMAGE=$SIM_IMAGE"
   echo "CONTROLLER_IMAGE=$CONTROLLER_IMAGE"
+  echo "KYLIN_IMAGE=$KYLIN_IMAGE"
+  echo "OPENEULER_IMAGE=$OPENEULER_IMAGE"
+}
+
+if [[ "${1:-}" == "--print" ]]; then
+  print_images
   exit 0
 fi
 
@@ -154,10 +191,47 @@ DOCKERFILE
   log "built $CONTROLLER_IMAGE"
 }
 
+ensure_rpm_node() {  # NODE RPM_IMAGE SIM_LAYER_IMAGE
+  local node=$1 rpm_image=$2 image=$3 ctx pydir fallback='' start=$SECONDS
+  if docker image inspect "$image" >/dev/null 2>&1; then
+    log "$node node $image cached"
+    return 0
+  fi
+  if ! docker image inspect "$rpm_image" >/dev/null 2>&1; then
+    ctx=$(mktemp -d /var/tmp/ascendai-rpmctx.XXXXXX)
+    mkdir -p "$ctx/recipe" "$ctx/python"
+    cp "$ROOT"/tests/rpm_nodes/Dockerfile "$ROOT"/tests/rpm_nodes/build_node.py "$ROOT"/tests/rpm_nodes/*.json \
+       "$ROOT"/tests/rpm_nodes/README.md "$ctx/recipe/"
+    pydir=$(rpm_python_dir "$(rpm_node_minor "$node")")
+    if [[ -n $pydir ]]; then
+      # bin/ and lib/ only, without the test suite, Tk and the static library (about a third of the size)
+      tar -C "$pydir" -c --exclude='*/test' --exclude='*/tests' --exclude='*/idlelib' --exclude='*/tkinter' \
+          --exclude='*/turtledemo' --exclude='*/__pycache__' --exclude='*.a' --exclude='*/config-3*' bin lib |
+        tar -C "$ctx/python" -x
+      echo "pyenv $(basename "$pydir") from $pydir" > "$ctx/python/SOURCE"
+    else
+      fallback=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["python"]["fallback"]["debs"])' \
+                 "$ROOT/tests/rpm_nodes/$node.json")
+      log "DEVIATION: no pyenv CPython $(rpm_node_minor "$node") on this host: the $node node gets Debian 11's" \
+          "$fallback as /usr/bin/python3 (same effect on ansible-core 2.19; tests/rpm_nodes/README.md)"
+      echo "fallback: Debian 11 $fallback" > "$ctx/python/SOURCE"
+    fi
+    log "building the $node node (Debian 12 + rpm/dnf + stand-in RPMs, about 2 minutes)"
+    docker build -q --build-arg "BASE_IMAGE=$BASE_IMAGE" --build-arg "NODE=$node" \
+        --build-arg "PYTHON_FALLBACK_DEBS=$fallback" -t "$rpm_image" -f "$ctx/recipe/Dockerfile" "$ctx" >/dev/null
+    rm -rf "$ctx"
+  fi
+  docker build -q --build-arg "BASE_IMAGE=$rpm_image" -t "$image" \
+      -f "$ROOT/tests/simulator/Dockerfile" "$ROOT/tests/simulator" >/dev/null
+  log "built $image in $((SECONDS - start)) s"
+}
+
 ensure_docker
 ensure_base_image
 ensure_sim_image
 [[ "${1:-}" != "controller" ]] || ensure_controller_image
-echo "BASE_IMAGE=$BASE_IMAGE"
-echo "SIM_IMAGE=$SIM_IMAGE"
-echo "CONTROLLER_IMAGE=$CONTROLLER_IMAGE"
+if [[ "${1:-}" == "rpm-nodes" ]]; then
+  ensure_rpm_node kylin_v10 "$KYLIN_RPM_IMAGE" "$KYLIN_IMAGE"
+  ensure_rpm_node openeuler_22.03 "$OPENEULER_RPM_IMAGE" "$OPENEULER_IMAGE"
+fi
+print_images

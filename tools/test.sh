@@ -3,6 +3,7 @@
 #
 #   tools/test.sh            all stages
 #   tools/test.sh STAGE...   only these stages: host lint units integration sanity ansible-lint build controller14 bundle kunpeng
+#                            rpm-nodes (the Kylin/openEuler node images and their checks; not in the full run yet)
 #                            images molecule (background-start / background-wait: the Molecule preparation, the
 #                            bundle and kunpeng stages and Molecule's lane b in the background, as the full run
 #                            does; MOLECULE_SCENARIOS applies to both lanes)
@@ -157,6 +158,14 @@ stage_kunpeng() {
   # tools/kunpeng-root.sh: Debian 12 arm64 root through qemu-user-static; the roles run in it over the
   # community.general.chroot connection (tests/integration/roles/test_vllm_role_kunpeng.py).
   python -m pytest -q -s -m kunpeng tests/integration/roles/test_vllm_role_kunpeng.py
+}
+
+stage_rpm_nodes() {
+  banner "RPM-family test nodes (Kylin V10 SP3, openEuler 22.03 LTS SP4): build, then check the images"
+  # tools/sandbox-host.sh rpm-nodes builds them (cached by recipe); tests/integration/test_rpm_nodes.py checks
+  # release files, facts, python3, glibc and dnf offline on each, under systemd as Molecule runs them.
+  tools/sandbox-host.sh rpm-nodes >/dev/null
+  python -m pytest -q -s -m rpm_nodes tests/integration/test_rpm_nodes.py
 }
 
 stage_images() {
@@ -326,6 +335,7 @@ for s in "${stages[@]}"; do
     controller14) stage_controller14 ;;
     bundle) stage_bundle ;;
     kunpeng) stage_kunpeng ;;
+    rpm-nodes) stage_rpm_nodes ;;
     images) stage_images ;;
     background-start) background_start ;;
     background-wait) background_wait ;;
