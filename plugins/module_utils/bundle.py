@@ -1482,8 +1482,19 @@ def set_attributes(dest, files, owner=None, group=None, mode=None, directory_mod
     mode: not fetched) are passed over. Returns True when anything was (or, in check mode, would be) changed."""
     if owner is None and group is None and mode is None and directory_mode is None:
         return False
-    uid = _uid(owner) if owner not in (None, "") else -1
-    gid = _gid(group) if group not in (None, "") else -1
+    def resolve(lookup, name):
+        if name in (None, ""):
+            return -1
+        try:
+            return lookup(name)
+        except BundleError:
+            # Check mode on a fresh node: the user or group is created by an earlier task of a real run.
+            if check_mode:
+                return None
+            raise
+
+    uid = resolve(_uid, owner)
+    gid = resolve(_gid, group)
     tree = SafeTree(dest)
     dirs, paths = dest_rel_paths(dest, files)
     changed = False
@@ -1503,7 +1514,7 @@ def set_attributes(dest, files, owner=None, group=None, mode=None, directory_mod
                                   "names (find / -samefile PATH), or delete the file and re-run to fetch it again")
             want_uid = st.st_uid if uid == -1 else uid
             want_gid = st.st_gid if gid == -1 else gid
-            if (want_uid, want_gid) != (st.st_uid, st.st_gid):
+            if None in (want_uid, want_gid) or (want_uid, want_gid) != (st.st_uid, st.st_gid):
                 changed = True
                 if not check_mode:
                     os.fchown(fd, uid, gid)

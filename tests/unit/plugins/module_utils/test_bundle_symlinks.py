@@ -245,3 +245,16 @@ def test_the_race_also_holds_without_http(tmp_path):
     finally:
         bundle_utils.DirSource.open = original
     assert snapshot(out) == before
+
+
+def test_check_mode_with_an_owner_a_real_run_creates_first_reports_instead_of_failing(tmp_path):
+    # A check run on a fresh node: the model role's owner does not exist yet (a real run creates it first).
+    from ansible_collections.ascendai.vllm.plugins.module_utils import bundle as _bundle
+    dest = tmp_path / "model"
+    dest.mkdir()
+    (dest / "config.json").write_text("{}")
+    owner = "ascendai-no-such-user-x"
+    assert _bundle.set_attributes(str(dest), ["config.json"], owner=owner, group=owner, check_mode=True) is True
+    assert _bundle.set_attributes(str(tmp_path / "absent"), ["config.json"], owner=owner, check_mode=True) is False
+    with pytest.raises(_bundle.BundleError, match="no such user on this host"):
+        _bundle.set_attributes(str(dest), ["config.json"], owner=owner, check_mode=False)
