@@ -413,100 +413,387 @@ def format_findings(findings, host=None):
 # --------------------------------------------------------------------------- redaction
 
 REDACTED = "<redacted>"
-_SECRET_SEGMENTS = frozenset(("token", "secret", "password", "passwd", "passphrase", "credential", "credentials",
-                              "authorization", "apikey"))
-_SECRET_PAIRS = frozenset((("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key")))
+
+# A key is secret when one of its words is one of these, whatever its case style: the name is cut at anything
+# not a letter or digit and at case changes (accessToken -> access token, APIKey -> api key, OBS_SK -> obs sk).
+_SECRET_WORDS = frozenset((
+    "token", "secret", "password", "passwd", "pass", "passphrase", "credential", "credentials", "authorization",
+    "auth", "apikey", "cookie", "cookies", "sk", "ak", "privatekey", "secretkey", "accesskey",
+))
+# ... or a word written flat ends with one of these (ACCESSTOKEN, clientsecret, dbpassword, xapikey)
+_SECRET_SUFFIXES = ("token", "secret", "password", "passwd", "apikey", "privatekey", "secretkey", "accesskey",
+                    "credentials", "credential", "passphrase", "cookie")
+# ... or "key" follows one of these words (api_key, X-Api-Key, storageAccountKey)
+_KEY_OWNERS = frozenset(("api", "access", "private", "secret", "session", "master", "encryption", "signing",
+                         "account", "auth", "client", "service", "storage", "shared"))
+# cheap test first: a name without any of these letters cannot be secret (most keys of a long text are not)
+_SECRET_HINT_RE = re.compile(r"tok|secret|pass|key|auth|cookie|credential|sk|ak", re.IGNORECASE)
+_WORD_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+# headers whose value is everything after the name (a cookie's "a=1; b=2", an auth scheme and its credential)
+_HEADER_WORDS = frozenset(("cookie", "cookies", "authorization"))
+# the maps of a Kubernetes Secret: every value in them is secret, whatever its name
+_DATA_KEYS = frozenset(("data", "stringData", "binaryData"))
+_SECRET_KIND_RE = re.compile(r"[\"']?kind[\"']?[ \t]*:[ \t]*[\"']?Secret\b")
+
 # Every pattern below starts only where a run of its first characters starts (a look-behind), so the engine never
-# rescans a long token from each of its positions: time grows with the length of the text, not its square.
+# rescans a long run from each of its positions; a value once read is skipped by the next key's search, and no
+# read goes past the end of its line except where a bound caps it: time grows with the length of the text.
 # "key = value" / "key: value" / "'key': value" / '"key": value' anywhere in a line (the value is read apart).
-_KV_RE = re.compile(r"(?<![A-Za-z0-9_.-])(?P<q>[\"']?)(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)(?P=q)[ \t]*[=:][ \t]*")
-# "--api-key value" / "--api-key=value"
-_OPT_RE = re.compile(r"(?<![A-Za-z0-9-])--(?P<key>[A-Za-z0-9][A-Za-z0-9-]*)(?:=|[ \t]+)")
-# the value after one of them: an HTTP auth scheme is kept, the credential after it is not
-_VALUE_RE = re.compile(r"(?P<scheme>(?:[Bb]asic|[Bb]earer|[Dd]igest|[Tt]oken|[Nn]egotiate)[ \t]+)?"
-                       r"(?P<val>\"[^\"\n]{0,512}\"|'[^'\n]{0,512}'|\[[^\]\n]{0,512}\]|[^\s,;}\]\"']+)")
-# a key alone at the start of its line (env files, YAML): the whole rest of the line is its value
-_LINE_START_RE = re.compile(r"[ \t]*(?:export[ \t]+|-[ \t]+)?[\"']?\Z")
-_BLOCK_RE = re.compile(r"^(?P<indent>[ \t]*)(?:-[ \t]+)?[\"']?(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)[\"']?[ \t]*:[ \t]*"
-                       r"[|>][-+0-9]*[ \t]*(?:#.*)?$")
-_INDICATOR_RE = re.compile(r"[|>][-+0-9]*[ \t]*(?:#[^\n]*)?(?:\n|\Z)")
+# Only names holding a hint of a secret word (or a Kubernetes name/value/data) are matched at all: a long text of
+# ordinary "a=1" pairs costs the engine's scan, not a Python step per pair.
+_KV_RE = re.compile(r"(?<![A-Za-z0-9_.-])(?P<q>[\"']?)"
+                    r"(?=[A-Za-z0-9_.-]*?(?i:tok|secret|pass|key|auth|cookie|credential|sk|ak|name|value|data))"
+                    r"(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)(?P=q)[ \t]*(?P<sep>[=:])[ \t]*")
+# "--api-key value", "--api-key=value", "-api-key value" (Go's flag package)
+_OPT_RE = re.compile(r"(?<![A-Za-z0-9_-])--?(?P<key>[A-Za-z0-9][A-Za-z0-9_-]*)")
+# between an option and its value when they are separate items: a JSON/Python list's '", "', a YAML list's
+# newline and "- ", a shell line continuation
+_ARG_GAP_RE = re.compile(r"[\"']?(?:[ \t]*,[ \t]*|[ \t]+)(?:\\?\r?\n[ \t]*(?:-[ \t]+)?)?"
+                         r"|[\"']?[ \t]*\\?\r?\n[ \t]*(?:-[ \t]+)?")
+_SCHEME_RE = re.compile(r"(?:[Bb]asic|[Bb]earer|[Dd]igest|[Tt]oken|[Nn]egotiate|AWS4-HMAC-SHA256|SDK-HMAC-SHA256)"
+                        r"[ \t]+(?=\S)")
+# quoted values: backslash escapes (JSON, Python, systemd), YAML's doubled single quote; one line, or up to
+# _QUOTE_SPAN characters when the closing quote is on a later line (a YAML or shell string over several lines)
+_DQ_RE = re.compile(r"\"(?:[^\"\\\n]|\\.)*\"")
+_SQ_RE = re.compile(r"'(?:[^'\\\n]|\\.|'')*'")
+_DQ_LONG_RE = re.compile(r"\"(?:[^\"\\]|\\.)*\"", re.DOTALL)
+_SQ_LONG_RE = re.compile(r"'(?:[^'\\]|\\.|'')*'", re.DOTALL)
+_QUOTE_SPAN = 65536
+# the rest of a quoted "KEY=value" or 'Header: value' item: up to its closing quote
+_DQ_REST_RE = re.compile(r"(?:[^\"\\\n]|\\.)*")
+_SQ_REST_RE = re.compile(r"(?:[^'\\\n]|\\.)*")
+# an unquoted value: up to a blank, a quote, a shell operator or the end of a flow collection; a comma ends it
+# only where another item follows (", " in a flow mapping), and a backslash escapes the next character
+_BARE_RE = re.compile(r"(?:\\.|[^\s\"'`;&,)}\]\\]|,(?![\s\"']|\Z))+")
+# a flow collection ([...] or {...}) is read token by token, nested, up to these bounds (else: to the line's end)
+_FLOW_TOKEN_RE = re.compile(r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'|[\[{\]}]|[^\"'\[\]{}\n]+|[\"']")
+_FLOW_TOKENS, _FLOW_DEPTH = 4096, 64
+# what may stand before a key that owns the whole rest of its line (env files, YAML, systemd, curl -v, set -x)
+_LINE_START_RE = re.compile(r"[ \t]*(?:(?:export|declare[ \t]+-x|setenv|set)[ \t]+|-[ \t]+|[<>*+][ \t]+)?[\"']?\Z")
+_INDICATOR_RE = re.compile(r"(?:[|>][-+0-9]*)?[ \t]*(?:#[^\n]*)?(?:\r?\n|\Z)")
 _BEARER_RE = re.compile(r"(?P<pre>\bBearer[ \t]+)(?P<val>[A-Za-z0-9._~+/=-]+)", re.IGNORECASE)
 _HF_RE = re.compile(r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{20,}(?![A-Za-z0-9_])")
+_JWT_RE = re.compile(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
 # scheme://userinfo@host: the userinfo runs to the last "@" before the path (a password may hold an "@")
 _URL_RE = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://(?P<userinfo>[^\s/?#\"'<>]*)@")
+# PEM private keys (RSA, EC, DSA, OpenSSH, PKCS#8, encrypted, PGP), as lines or escaped in one JSON string
+_PEM_BEGIN_RE = re.compile(r"-----BEGIN (?P<kind>(?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----")
+# a key cut off before its END line: its body lines (base64, RFC 1421 headers) as far as they go
+_PEM_BODY_RE = re.compile(r"(?:(?:\r?\n|\\r?\\n)[ \t]*(?:[A-Za-z0-9+/=]+|(?:Proc-Type|DEK-Info|Comment):[^\n\\]*))*")
+# .netrc: "machine h login u password p", one line or one token a line
+_NETRC_RE = re.compile(r"(?:(?<!\S)(?:machine|login|account)[ \t]+\S+[ \t]+|(?<!\S)default[ \t]+|^[ \t]*)"
+                       r"(?:password|passwd)[ \t]+(?P<val>\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|\S+)", re.MULTILINE)
+# curl -u / --user / --proxy-user / -U user:password (also -uuser:password and flags before it, -sSfu)
+_CURL_USER_RE = re.compile(r"(?<!\S)(?:--user|--proxy-user|-[A-Za-z]*[uU])(?:[ \t]+|=|(?=[^\s=-]))"
+                           r"(?P<val>\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[^\s\"']+)")
+# a YAML block mapping's "data:" (or JSON "data": {) of a Secret, whose children's values are all secret
+_DATA_LINE_RE = re.compile(r"[ \t]*(?:-[ \t]+)?(?P<q>[\"']?)(?:data|stringData|binaryData)(?P=q)[ \t]*:[ \t]*\{?"
+                           r"[ \t]*(?:#.*)?\Z")
+_CHILD_RE = re.compile(r"(?:-[ \t]+)?(?P<q>[\"']?)[^\s:\"']+(?P=q)[ \t]*:[ \t]*")
+# a CSV header naming a secret column (Huawei Cloud's credentials.csv: User Name,Access Key Id,Secret Access Key)
+_CSV_NAME = r"[A-Za-z][A-Za-z0-9_-]{0,31}(?: [A-Za-z0-9_-]{1,32}){0,3}"
+_CSV_HEADER_RE = re.compile(rf"{_CSV_NAME}(?:,{_CSV_NAME})+\r?\Z")
+
+_SECRET_KEY_CACHE = {}
 
 
 def is_secret_key(key):
-    """True for names like ``VLLM_API_KEY``, ``hf_token``, ``--api-key``, ``db.password`` (not ``tokenizer``)."""
-    parts = [p for p in re.split(r"[^a-z0-9]+", str(key).lower()) if p]
-    if any(p in _SECRET_SEGMENTS for p in parts):
-        return True
-    return any(pair in _SECRET_PAIRS for pair in zip(parts, parts[1:]))
+    """True for names like ``VLLM_API_KEY``, ``hf_token``, ``--api-key``, ``accessToken``, ``OBS_SK``, ``Cookie``.
+
+    Not for ``tokenizer``, ``max_num_batched_tokens``, ``keyfile`` or ``disk``: a name is cut into words at
+    punctuation and at case changes, and a word must be a secret word, end with one when written flat
+    (``ACCESSTOKEN``), or be ``key`` after a word like ``api``, ``access``, ``private`` or ``secret``.
+    """
+    key = str(key)
+    cached = _SECRET_KEY_CACHE.get(key)
+    if cached is not None:
+        return cached
+    secret = False
+    if _SECRET_HINT_RE.search(key):
+        words = [w.lower() for part in re.split(r"[^A-Za-z0-9]+", key) for w in _WORD_RE.findall(part)]
+        secret = (any(w in _SECRET_WORDS or w.endswith(_SECRET_SUFFIXES) for w in words)
+                  or any(a in _KEY_OWNERS and b == "key" for a, b in zip(words, words[1:])))
+    if len(_SECRET_KEY_CACHE) < 4096:
+        _SECRET_KEY_CACHE[key] = secret
+    return secret
+
+
+def _is_header_key(key):
+    return any(w.lower() in _HEADER_WORDS for w in re.split(r"[^A-Za-z0-9]+", key))
+
+
+def _flow_end(text, pos, eol):
+    """Where the flow collection opening at ``pos`` closes, or None when it does not on this line (or too deep)."""
+    depth = 0
+    for count, m in enumerate(_FLOW_TOKEN_RE.finditer(text, pos, eol)):
+        token = m.group()
+        if token in ("[", "{"):
+            depth += 1
+            if depth > _FLOW_DEPTH:
+                return None
+        elif token in ("]", "}"):
+            depth -= 1
+            if depth == 0:
+                return m.end()
+        if count >= _FLOW_TOKENS:
+            return None
+    return None
+
+
+def _trim(text, start, end):
+    while end > start and text[end - 1] in " \t\r":
+        end -= 1
+    return end
+
+
+def _value(text, pos, eol, to_eol=False, pair_quote=None):
+    """The value starting at ``pos`` as (start, end, open), or None when there is none.
+
+    ``open``: the value goes on past its line (an unclosed flow collection or quote, or nothing after a ``:``),
+    so the lines under its key belong to it. ``pair_quote``: the key sits inside a quoted ``"KEY=value"`` or
+    ``'Header: value'`` item, whose value runs to that quote. ``to_eol``: the key owns the rest of its line.
+    """
+    m = _SCHEME_RE.match(text, pos, eol)
+    if m:
+        pos = m.end()
+    if pos >= eol or text[pos] in "\r\n":
+        return None
+    if pair_quote:
+        end = (_DQ_REST_RE if pair_quote == '"' else _SQ_REST_RE).match(text, pos, eol).end()
+        return (pos, end, False) if end > pos else None
+    first = text[pos]
+    if first in "\"'":
+        m = (_DQ_RE if first == '"' else _SQ_RE).match(text, pos, eol)
+        if m:
+            return pos + 1, m.end() - 1, False
+        m = (_DQ_LONG_RE if first == '"' else _SQ_LONG_RE).match(text, pos, min(len(text), pos + _QUOTE_SPAN))
+        if m:
+            return pos + 1, m.end() - 1, False
+        return pos + 1, _trim(text, pos + 1, eol), True
+    if first in "[{":
+        end = _flow_end(text, pos, eol)
+        if end is None:
+            return pos, _trim(text, pos, eol), True
+        return pos + 1, end - 1, False
+    if to_eol:
+        return pos, _trim(text, pos, eol), False
+    m = _BARE_RE.match(text, pos, eol)
+    return (pos, m.end(), False) if m else None
+
+
+class _Lines:
+    """Line bounds of positions visited in increasing order, each character looked at once."""
+
+    def __init__(self, text):
+        self.text, self.start, self.scanned, self.eol, self.number = text, 0, 0, -1, 0
+
+    def at(self, pos):
+        newline = self.text.rfind("\n", self.scanned, pos)
+        if newline >= 0:
+            self.number += self.text.count("\n", self.scanned, pos)
+            self.start = newline + 1
+        self.scanned = max(self.scanned, pos)
+        return self.start
+
+    def end(self, pos):
+        """The end of the line holding ``pos``; ``pos`` never decreases from one call to the next."""
+        if pos > self.eol:
+            self.eol = self.text.find("\n", pos)
+            if self.eol < 0:
+                self.eol = len(self.text)
+        return self.eol
+
+
+def _key_value_spans(text, spans, owners, secret_doc):
+    """``key = value`` and ``key: value`` pairs under a secret key; keys whose value goes on below go to owners."""
+    lines = _Lines(text)
+    covered, name_line, search = 0, None, _KV_RE.search
+    while True:
+        m = search(text, covered)    # a value read is never searched again for keys
+        if m is None:
+            break
+        start, covered = m.start(), m.end()
+        key = m.group("key")
+        secret = is_secret_key(key) or (secret_doc and key in _DATA_KEYS)
+        lowered = key.lower()
+        if not secret and lowered not in ("name", "key", "value"):
+            continue
+        line_start = lines.at(start)
+        if not secret and lowered == "value" and name_line is not None and lines.number - name_line <= 2:
+            secret, name_line = True, None    # Kubernetes' and AWS's {name: API_KEY, value: secret}
+        if not secret:
+            if lowered in ("name", "key"):
+                found = _value(text, m.end(), lines.end(m.end()))
+                if found and is_secret_key(text[found[0]:found[1]].strip("\"'")):
+                    name_line = lines.number
+            continue
+        q = m.group("q")
+        pair_quote = text[start - 1] if not q and start and text[start - 1] in "\"'" else None
+        # (only blanks and a prefix before it: no other pair precedes it on its line)
+        at_line_start = bool(_LINE_START_RE.match(text, line_start, start + len(q)))
+        eol = lines.end(m.end())
+        if m.group("sep") == ":" and not pair_quote and _INDICATOR_RE.match(text, m.end()):
+            if at_line_start and key not in _DATA_KEYS:   # "key:" or "key: |": the value is on the lines below
+                owners[line_start] = start + len(q) - line_start
+            covered = m.end()
+            continue
+        header = m.group("sep") == ":" and _is_header_key(key)
+        found = _value(text, m.end(), eol, to_eol=at_line_start or header, pair_quote=pair_quote)
+        if not found:
+            continue
+        vstart, vend, still_open = found
+        if still_open and key in _DATA_KEYS:    # a Secret's "data": { over lines: its children, one by one
+            continue
+        if vend > vstart:
+            spans.append((vstart, vend))
+        covered = max(vend, m.end())
+        if still_open and at_line_start:
+            owners[line_start] = start + len(q) - line_start
+
+
+def _option_spans(text, spans):
+    """``--secret value``, ``--secret=value`` and the option and its value as separate list items."""
+    lines = _Lines(text)
+    covered, search = 0, _OPT_RE.search
+    while True:
+        m = search(text, covered)
+        if m is None:
+            break
+        start, covered = m.start(), m.end()
+        if not is_secret_key(m.group("key")):
+            continue
+        pos = m.end()
+        pair_quote = text[start - 1] if start and text[start - 1] in "\"'" else None
+        if pos < len(text) and text[pos] == "=":
+            found = _value(text, pos + 1, lines.end(pos + 1), pair_quote=pair_quote)
+        else:
+            gap = _ARG_GAP_RE.match(text, pos)
+            if not gap or gap.end() >= len(text) or text.startswith("--", gap.end()) \
+                    or text[gap.end()] in "]}),#\r\n":
+                continue
+            found = _value(text, gap.end(), lines.end(gap.end()))
+        if found:
+            vstart, vend, _open = found
+            if vend > vstart:
+                spans.append((vstart, vend))
+            covered = max(vend, pos)
+
+
+def _pem_spans(text, spans):
+    no_end_after = None
+    for m in _PEM_BEGIN_RE.finditer(text):
+        if no_end_after is not None and m.end() >= no_end_after:
+            end = -1
+        else:
+            end = text.find("-----END ", m.end())
+            if end < 0:
+                no_end_after = m.end()
+        if end < 0:    # cut off: its body lines as far as they go
+            end = _PEM_BODY_RE.match(text, m.end()).end()
+        if end > m.end():
+            spans.append((m.end(), end))
+
+
+def _line_spans(text, owners, secret_doc, spans):
+    """Lines under an owning key (``key:`` or ``key: |`` with the value below, an open quote or collection), the
+    children of a Secret's ``data:``, and the secret columns of a CSV whose header names them."""
+    pos, size = 0, len(text)
+    mode, col, child_indent, csv_columns, csv_width = None, 0, None, None, 0
+    while pos <= size:
+        eol = text.find("\n", pos)
+        if eol < 0:
+            eol = size
+        body_end = _trim(text, pos, eol)
+        first = pos
+        while first < body_end and text[first] in " \t":
+            first += 1
+        indent = first - pos
+        if mode is not None and first < body_end:
+            deeper = indent > col or (mode == "all" and indent == col and text.startswith("- ", first))
+            if not deeper:
+                mode = None
+            elif mode == "all":
+                spans.append((first, body_end))
+            else:
+                if child_indent is None:
+                    child_indent = indent
+                child = _CHILD_RE.match(text, first, body_end) if indent <= child_indent else None
+                if child is None:
+                    spans.append((first, body_end))
+                elif not _INDICATOR_RE.match(text, child.end()):
+                    end = body_end - 1 if text[body_end - 1] == "," else body_end
+                    spans.append((child.end(), end))
+        elif csv_columns is not None:
+            cells = text[pos:body_end].split(",")
+            if first >= body_end or len(cells) != csv_width:
+                csv_columns = None
+            else:
+                offset = pos
+                for index, cell in enumerate(cells):
+                    if index in csv_columns and cell:
+                        spans.append((offset, offset + len(cell)))
+                    offset += len(cell) + 1
+        if mode is None and first < body_end:
+            if pos in owners:
+                mode, col = "all", owners[pos]
+            elif secret_doc and _DATA_LINE_RE.match(text, pos, body_end):
+                mode, col, child_indent = "data", indent, None
+            elif eol - pos <= 4096 and _CSV_HEADER_RE.match(text, pos, eol):
+                header = text[pos:body_end].split(",")
+                columns = {i for i, name in enumerate(header) if is_secret_key(name)}
+                csv_columns, csv_width = columns or None, len(header)
+        pos = eol + 1
 
 
 def redact(text):
     """Remove secrets from configuration or log text, in time linear in its length.
 
-    Values of keys and options named like a token, a password, an API key or a credential become ``<redacted>``:
-    ``KEY=v``, ``key: v``, ``export KEY="v"``, ``Environment=VLLM_API_KEY=v``, ``-e VLLM_API_KEY=v``,
-    ``--api-key v``, ``--api-key "v"``, ``{"api_key": "v"}``, vLLM's ``'api_key': ['v']``, ``Authorization: Basic v``,
-    a YAML block scalar after ``api_key: |``; also bearer tokens, Hugging Face tokens and the credentials of URLs
-    (``https://user:<redacted>@host``, ``https://<redacted>@host``).
+    Values of keys and options named like a token, a password, a secret, an API key, an AK/SK, an auth or a
+    cookie, in any case style (``api_key``, ``API-KEY``, ``accessToken``, ``ClientSecret``, ``OBS_SK``), become
+    ``<redacted>``: ``KEY=v``, ``key: v``, ``export KEY="v"``, ``Environment="KEY=v w,x"``, ``-e KEY=v``,
+    ``--api-key v``, ``--api-key=v``, ``["--api-key", "v"]``, a YAML list's ``- --api-key`` then ``- v``,
+    ``{"api_key": "v"}`` (any length, escaped quotes kept inside), vLLM's ``'api_key': ['v']``, a value on the
+    lines below its key (``api_key:`` then ``  v``, ``api_key: |``), ``{name: API_KEY, value: v}``,
+    ``Authorization: Basic v``, ``Cookie:`` and ``Set-Cookie:`` headers whole. Also PEM private keys, ``.netrc``
+    passwords, ``curl -u user:v``, every value of a Kubernetes Secret's ``data``/``stringData``, the secret
+    columns of a CSV whose header names them, bearer tokens, JWTs, Hugging Face tokens and the credentials of
+    URLs (``https://user:<redacted>@host``).
     """
     if text is None:
         return None
     if not isinstance(text, str):
         raise DiagnoseError(f"redact takes text, got {type(text).__name__}")
-    spans = []
-
-    def value_span(pos, whole_line):
-        """Marks the value at ``pos``; returns where it ends (a later key inside it is part of it)."""
-        m = _VALUE_RE.match(text, pos)
-        if not m:
-            return pos
-        start, end = m.span("val")
-        if _INDICATOR_RE.match(text, start):      # "key: |" : the block's lines are _block_scalar_spans'
-            return pos
-        if text[start] in "\"'[":
-            start, end = start + 1, end - 1
-        elif whole_line and not m.group("scheme"):
-            eol = text.find("\n", pos)
-            end = len(text) if eol < 0 else eol
-            while end > start and text[end - 1] in " \t\r":
-                end -= 1
-        if end > start:
-            spans.append((start, end))
-        return max(end, pos)
-
-    # Each loop skips the keys inside a value it has already marked, so no value is read twice.
-    line_start, scanned, first_line, covered = 0, 0, -1, 0
-    for m in _KV_RE.finditer(text):
-        newline = text.rfind("\n", scanned, m.start())   # each character is scanned once
-        if newline >= 0:
-            line_start = newline + 1
-        scanned = m.start()
-        first_on_line, first_line = line_start != first_line, line_start
-        if m.start() >= covered and is_secret_key(m.group("key")):
-            whole = first_on_line and bool(_LINE_START_RE.match(text, line_start, m.start() + len(m.group("q"))))
-            covered = value_span(m.end(), whole)
-    covered = 0
-    for m in _OPT_RE.finditer(text):
-        if m.start() >= covered and is_secret_key(m.group("key")):
-            covered = value_span(m.end(), False)
+    spans, owners = [], {}
+    secret_doc = bool(_SECRET_KIND_RE.search(text))
+    _key_value_spans(text, spans, owners, secret_doc)
+    _option_spans(text, spans)
+    _line_spans(text, owners, secret_doc, spans)
+    _pem_spans(text, spans)
     for m in _BEARER_RE.finditer(text):
         spans.append(m.span("val"))
     for m in _HF_RE.finditer(text):
         spans.append((m.start() + 3, m.end()))
+    for m in _JWT_RE.finditer(text):
+        spans.append(m.span())
     for m in _URL_RE.finditer(text):
         start, end = m.span("userinfo")
         colon = text.find(":", start, end)
         spans.append((colon + 1 if colon >= 0 else start, end))
-    spans.extend(_block_scalar_spans(text))
+    for m in _NETRC_RE.finditer(text):
+        start, end = m.span("val")
+        if text[start] in "\"'" and end - start >= 2 and text[end - 1] == text[start]:
+            start, end = start + 1, end - 1
+        spans.append((start, end))
+    for m in _CURL_USER_RE.finditer(text):
+        start, end = m.span("val")
+        colon = text.find(":", start, end)
+        if colon >= 0:
+            spans.append((colon + 1, end - 1 if text[start] in "\"'" and text[end - 1] == text[start] else end))
     if not spans:
         return text
     out, last = [], 0
     for start, end in sorted(spans):
-        if end <= last:
+        if end <= last or end <= start:
             continue
         start = max(start, last)
         out.append(text[last:start])
@@ -514,23 +801,3 @@ def redact(text):
         last = end
     out.append(text[last:])
     return "".join(out)
-
-
-def _block_scalar_spans(text):
-    """The lines of a YAML block scalar (``api_key: |``) under a secret key."""
-    spans, pos, owner_indent = [], 0, None
-    for line in text.splitlines(keepends=True):
-        body = line.rstrip("\r\n")
-        indent = len(body) - len(body.lstrip(" \t"))
-        if owner_indent is not None:
-            if not body.strip() or indent > owner_indent:
-                if body.strip():
-                    spans.append((pos + indent, pos + len(body)))
-                pos += len(line)
-                continue
-            owner_indent = None
-        m = _BLOCK_RE.match(body)
-        if m and is_secret_key(m.group("key")):
-            owner_indent = len(m.group("indent"))
-        pos += len(line)
-    return spans
