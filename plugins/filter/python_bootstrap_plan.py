@@ -66,9 +66,17 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.python_bootstrap imp
 
 
 def python_bootstrap_plan(stdout, bundled, core_version, system="/usr/bin/python3", prefer=""):
+    for name, value in (("the probe's output", stdout), ("bundled", bundled), ("core_version", core_version),
+                        ("system", system), ("prefer", prefer)):
+        if value is not None and not isinstance(value, str):
+            raise AnsibleFilterError("python_bootstrap_plan: %s must be a string, got %s" % (
+                name, type(value).__name__))
+    for name, value in (("bundled", bundled), ("system", system)):
+        if not value or not value.startswith("/"):
+            raise AnsibleFilterError("python_bootstrap_plan: %s=%r must be an absolute path" % (name, value))
     try:
         floor = core_floor(core_version, installed_core_floor())
-        return plan(stdout, floor, bundled, core_version, system=system, prefer=prefer or "")
+        return plan(stdout or "", floor, bundled, core_version, system=system, prefer=prefer or "")
     except BootstrapError as err:
         raise AnsibleFilterError("python_bootstrap_plan: %s" % err) from None
 
