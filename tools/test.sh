@@ -58,16 +58,23 @@ stage_host() {
   banner "host packages"
   # promtool (Debian's prometheus) checks the monitoring role's alert rules in the unit tests, which run
   # without apt, network or Docker and skip those checks (saying so) where promtool is missing.
-  if ! command -v promtool >/dev/null 2>&1; then
+  # nginx (Debian's) runs the API front's configuration in front of a stand-in server in the unit tests
+  # (tests/unit/test_api_front_routes.py): every route of every allowed vLLM release without the key.
+  local missing=()
+  command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+  [[ -x /usr/sbin/nginx ]] || missing+=(nginx)
+  if (( ${#missing[@]} > 0 )); then
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
   promtool --version 2>&1 | head -1
+  /usr/sbin/nginx -v 2>&1
 }
 
 stage_units() {
   banner "pytest units"
   command -v promtool >/dev/null 2>&1 || echo "promtool missing: the alert-rule checks will be skipped (tools/test.sh host)"
+  [[ -x /usr/sbin/nginx ]] || echo "nginx missing: the API front's route checks will be skipped (tools/test.sh host)"
   python -m pytest -q tests/unit
 }
 
