@@ -132,8 +132,13 @@ def test_bad_input_says_what_to_give(data, kwargs, message):
 def test_preflight_playbook_is_a_thin_wrapper():
     with open(os.path.join(ROOT, "playbooks", "preflight.yml"), encoding="utf-8") as handle:
         plays = yaml.safe_load(handle)
-    assert len(plays) == 1 and "vars" not in plays[0] and "tasks" not in plays[0]
-    assert [r if isinstance(r, str) else r["role"] for r in plays[0]["roles"]] == ["ascendai.vllm.preflight"]
+    # first the bootstrap's probe (which Python the modules run with; it installs nothing), then the role alone
+    assert len(plays) == 2 and plays[0]["gather_facts"] is False
+    probe = plays[0]["tasks"][0]
+    assert probe["ansible.builtin.include_role"] == {"name": "ascendai.vllm.python_runtime", "tasks_from": "bootstrap.yml"}
+    assert probe["vars"] == {"python_runtime_bootstrap_install": False}
+    assert "vars" not in plays[1] and "tasks" not in plays[1]
+    assert [r if isinstance(r, str) else r["role"] for r in plays[1]["roles"]] == ["ascendai.vllm.preflight"]
 
 
 _values = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=8),
