@@ -5,19 +5,19 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: nginx_bearer_regex
-short_description: The nginx map pattern that matches C(Authorization: Bearer KEY) for one API key, exactly
+short_description: "The nginx map pattern that matches C(Authorization: Bearer KEY) for one API key, exactly"
 version_added: 0.5.0
 author:
   - ascendai.vllm contributors (@ascendai)
 description:
-  - Returns a case-sensitive regular expression for a source line of an nginx C(map) on C($http_authorization):
+  - Returns a case-sensitive regular expression for a source line of an nginx C(map) on C($http_authorization),
     C(~^[Bb][Ee][Aa][Rr][Ee][Rr]\x20KEY$), where every character of the key other than a letter or a digit is
     written as a PCRE hex escape (C(\xHH)). The pattern holds only letters, digits, C(\), C(^), C($), C([), C(])
     and C(~), so it cannot end the directive, open a block, name a variable or be changed by nginx's quoting.
   - A regular expression, not a plain map string, because nginx lower-cases plain map strings on both sides
     (ngx_http_map_find), which would accept a key in another case. The scheme is matched in any case, as
     vLLM's own check does (its AuthenticationMiddleware compares C(scheme.lower()) with C(bearer)).
-  - nginx matches it character by character and stops at the first difference: not a constant-time comparison
+  - nginx matches it character by character and stops at the first difference, not a constant-time comparison
     (nginx has none for this). vLLM behind the front compares in constant time where it checks the key itself.
   - Fails, without showing the key, on an empty key or one with a character outside printable ASCII or a space.
 options:
