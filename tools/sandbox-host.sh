@@ -49,6 +49,8 @@ CONTROLLER_IMAGE="ascendai-vllm-controller14:$(ctl_hash)"
 # hash records, so the two never share a tag.
 rpm_python_dir() {  # MINOR -> the newest pyenv CPython of that minor on this host, or nothing
   local root d
+  # ASCENDAI_RPM_NODE_PYTHON=fallback: build as a host without pyenv would (to check that path here)
+  [[ ${ASCENDAI_RPM_NODE_PYTHON:-} != fallback ]] || return 0
   for root in "$(pyenv root 2>/dev/null || true)" "${PYENV_ROOT:-}" "$HOME/.pyenv" /root/.pyenv; do
     [[ -n $root && -d $root/versions ]] || continue
     d=$(find "$root/versions" -maxdepth 1 -name "$1.*" -type d 2>/dev/null | sort -V | tail -1)
@@ -212,8 +214,8 @@ ensure_rpm_node() {  # NODE RPM_IMAGE SIM_LAYER_IMAGE
     else
       fallback=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["python"]["fallback"]["debs"])' \
                  "$ROOT/tests/rpm_nodes/$node.json")
-      log "DEVIATION: no pyenv CPython $(rpm_node_minor "$node") on this host: the $node node gets Debian 11's" \
-          "$fallback as /usr/bin/python3 (same effect on ansible-core 2.19; tests/rpm_nodes/README.md)"
+      log "DEVIATION: no pyenv CPython $(rpm_node_minor "$node") on this host: the $node node's /usr/bin/python3" \
+          "comes from Debian 11's $fallback (the same effect on ansible-core 2.19; tests/rpm_nodes/README.md)"
       echo "fallback: Debian 11 $fallback" > "$ctx/python/SOURCE"
     fi
     log "building the $node node (Debian 12 + rpm/dnf + stand-in RPMs, about 2 minutes)"

@@ -100,7 +100,10 @@ def spec_text(pkg: dict, arch: str, payload: list[tuple[str, str | None, str | N
         lines.append(f"Provides: {prov.replace('ARCH', arch)}")
     for req in pkg.get("requires", []):
         lines.append(f"Requires: {req.replace('ARCH', arch)}")
-    lines += ["", "%description", f"Stand-in for {pkg['name']}. Source: {pkg['source']}", "", "%install"]
+    lines += ["", "%description", f"Stand-in for {pkg['name']}. Source: {pkg['source']}"]
+    if pkg.get("pre"):
+        lines += ["", "%pre", pkg["pre"]]
+    lines += ["", "%install"]
     for path, target, content in payload:
         lines.append(f"mkdir -p %{{buildroot}}{os.path.dirname(path)}")
         if target is not None:
@@ -166,6 +169,8 @@ def install_python(node: dict) -> None:
     src = HOME / "python-src"
     minor = node["python"]["minor"]
     info = (src / "SOURCE").read_text().strip() if (src / "SOURCE").exists() else "missing"
+    # for the checks: which interpreter this node got (pyenv, or the fallback)
+    (HOME / "python-source").write_text(info + "\n")
     # Debian's interpreter leaves PATH: Ansible's discovery (python3.13 ... python3.8, /usr/bin/python3) would
     # find python3.11 before the distribution's python3, which no Kylin or openEuler host has.
     for name in ("python3", "python3.11"):
@@ -182,6 +187,12 @@ def install_python(node: dict) -> None:
         if not Path(fallback["path"]).exists():
             raise SystemExit(f"rpm-node: no Python {minor} in the build context and no fallback {fallback['path']}")
         os.symlink(fallback["path"], "/usr/bin/python3")
+        if fallback.get("tools_python"):
+            # The simulated Atlas tools need Python 3.8+ and find it as `python3` on PATH; /usr/local/bin comes
+            # before /usr/bin there, while Ansible's discovery asks for /usr/bin/python3 by its path.
+            os.symlink(hide(fallback["tools_python"]), "/usr/local/bin/python3")
+            log(f"DEVIATION: `python3` on PATH is {fallback['tools_python']} (for the simulated Atlas tools), "
+                "/usr/bin/python3 is not")
         log(f"DEVIATION: no CPython {minor} on the build host; /usr/bin/python3 is {fallback['path']} "
             f"(Debian 11), {fallback['why']}")
         shutil.rmtree(src, ignore_errors=True)
