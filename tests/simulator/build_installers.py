@@ -27,8 +27,12 @@ from atlas_sim import SIMULATED_NOTE, versions  # noqa: E402
 CANN_COMPAT = "[V100R001C15],[V100R001C18],[V100R001C19],[V100R001C20],[V100R001C21],[V100R001C23]"
 FW_COMPAT_DRV = "[24.1.rc1,24.1.rc3.],[24.1.0,24.1.0.],[25.0.rc1,25.2.0.]"
 
-# Two consecutive real-looking releases: N (older) and N+1 (the sandbox default, for vllm-ascend v0.11.0 /
-# v0.12.0rc1 which need CANN 8.3.RC2; N's CANN 8.2.RC1 fits vllm-ascend v0.9.1 and v0.10.x).
+# Two releases: N (older) and N+1 (the sandbox default, for vllm-ascend v0.11.0 / v0.12.0rc1 which need CANN
+# 8.3.RC2; N's CANN 8.2.RC1 fits vllm-ascend v0.9.1 and v0.10.x). N+1's driver and firmware are Ascend HDK 25.5.1,
+# the collection's default (roles/ascend_driver/defaults): driver 25.5.1 with firmware 7.8.0.6.201, the HDK that
+# Huawei's release notes pair with CANN 8.5.x, 9.0.x and 9.1.x (hicann/release-management 8.5.0, 9.0.0, 9.1.0
+# release-notes.md; docs/sources.md). 25.5.1's Innerversion V100R001C23SPC006B220: public captures (docs/sources.md);
+# its compatible_version_fw and the firmware's compatible_version_drv: assumption.
 DRIVERS = {
     "24.1.rc3": {"innerversion": "V100R001C19SPC002B230",
                  "compatible_version": "[V100R001C15],[V100R001C17],[V100R001C18],[V100R001C19],[V100R001C20],"
@@ -38,10 +42,16 @@ DRIVERS = {
                "compatible_version": "[V100R001C15],[V100R001C17],[V100R001C18],[V100R001C19],[V100R001C20],"
                                      "[V100R001C21],[V100R001C22],[V100R001C23]",
                "compatible_version_fw": "[7.0.0,7.7.99]"},
+    "25.5.1": {"innerversion": "V100R001C23SPC006B220",
+               "compatible_version": "[V100R001C15],[V100R001C17],[V100R001C18],[V100R001C19],[V100R001C20],"
+                                     "[V100R001C21],[V100R001C22],[V100R001C23]",
+               "compatible_version_fw": "[7.0.0,7.8.99]"},
 }
 FIRMWARES = {
     "7.5.0.1.129": {"package_version": "24.1.rc3", "compatible_version_drv": FW_COMPAT_DRV},
     "7.7.0.1.231": {"package_version": "25.2.0", "compatible_version_drv": FW_COMPAT_DRV},
+    "7.8.0.6.201": {"package_version": "25.5.1",
+                    "compatible_version_drv": "[24.1.rc1,24.1.rc3.],[24.1.0,24.1.0.],[25.0.rc1,25.5.1.]"},
 }
 # CANN 8.5.0's ascend_toolkit_install.info: innerversion V100R001C25SPC001B232, compatible_version
 # [V100R001C15],[V100R001C18],[V100R001C19],[V100R001C20],[V100R001C21],[V100R001C23]
@@ -57,11 +67,11 @@ CANNS = {
     "9.1.0": {"innerversion": "V100R001C27SPC001B150", "compatible_version": CANN85_COMPAT,
               "inner_build": "9.1.0.1.150"},
 }
-# CANN releases built besides the sets (CANN only; they run on the n+1 driver 25.2.0): the 8.5 and 9.x generations.
+# CANN releases built besides the sets (CANN only; they run on the n+1 driver 25.5.1): the 8.5 and 9.x generations.
 EXTRA_CANNS = ("8.5.1", "9.1.0")
 SETS = {
     "n": {"driver": "24.1.rc3", "firmware": "7.5.0.1.129", "cann": "8.2.RC1"},
-    "n+1": {"driver": "25.2.0", "firmware": "7.7.0.1.231", "cann": "8.3.RC2"},
+    "n+1": {"driver": "25.5.1", "firmware": "7.8.0.6.201", "cann": "8.3.RC2"},
 }
 SETS["default"] = SETS["n+1"]
 KINDS = ("driver", "firmware", "toolkit", "kernels", "nnal")
@@ -244,13 +254,13 @@ def metas(args):
     chosen["cann"] = args.cann_version or chosen["cann"]
     arch = args.arch
     out = {}
-    drv = dict(DRIVERS.get(chosen["driver"], DRIVERS["25.2.0"]))
+    drv = dict(DRIVERS.get(chosen["driver"], DRIVERS[SETS["default"]["driver"]]))
     if args.driver_innerversion:
         drv["innerversion"] = args.driver_innerversion
     if args.driver_compatible_fw:
         drv["compatible_version_fw"] = args.driver_compatible_fw
     out["driver"] = dict(drv, version=chosen["driver"])
-    fw = dict(FIRMWARES.get(chosen["firmware"], FIRMWARES["7.7.0.1.231"]))
+    fw = dict(FIRMWARES.get(chosen["firmware"], FIRMWARES[SETS["default"]["firmware"]]))
     if args.firmware_compatible_drv:
         fw["compatible_version_drv"] = args.firmware_compatible_drv
     out["firmware"] = dict(fw, version=chosen["firmware"])

@@ -14,8 +14,8 @@ from ansible_collections.ascendai.vllm.tests.unit.simulator.sim_support import D
 
 def test_real_file_names(packages):
     assert {k: os.path.basename(v) for k, v in packages["n+1"].items()} == {
-        "driver": "Ascend-hdk-910b-npu-driver_25.2.0_linux-aarch64.run",
-        "firmware": "Ascend-hdk-910b-npu-firmware_7.7.0.1.231.run",
+        "driver": "Ascend-hdk-910b-npu-driver_25.5.1_linux-aarch64.run",
+        "firmware": "Ascend-hdk-910b-npu-firmware_7.8.0.6.201.run",
         "toolkit": "Ascend-cann-toolkit_8.3.RC2_linux-aarch64.run",
         "kernels": "Ascend-cann-kernels-910b_8.3.RC2_linux-aarch64.run",
         "nnal": "Ascend-cann-nnal_8.3.RC2_linux-aarch64.run"}
@@ -64,7 +64,7 @@ def test_fresh_install_then_reboot(node, packages):
     assert "[INFO]set username and usergroup, HwHiAiUser:HwHiAiUser" in result.stdout
     assert "The new version takes effect immediately." in result.stdout   # first install: no reboot
     version = kv(node, "/usr/local/Ascend/driver/version.info")
-    assert (version["Version"], version["compatible_version_fw"]) == ("25.2.0", "[7.0.0,7.7.99]")
+    assert (version["Version"], version["compatible_version_fw"]) == ("25.5.1", "[7.0.0,7.8.99]")
     info = kv(node, "/etc/ascend_install.info")
     assert (info["UserName"], info["Driver_Install_For_All"], info["Driver_Install_Status"]) == (
         "HwHiAiUser", "yes", "complete")
@@ -72,7 +72,7 @@ def test_fresh_install_then_reboot(node, packages):
     assert os.readlink(node.path("/usr/local/bin/npu-smi")) == "/usr/local/sbin/npu-smi"
     npu_smi = node.path("/usr/local/sbin/npu-smi")
     # the first install loads the driver at once (driver_install.sh#L299-L328): npu-smi answers before any reboot
-    assert parser.parse_info(node.run([npu_smi, "info"]).stdout)["driver_version"] == "25.2.0"
+    assert parser.parse_info(node.run([npu_smi, "info"]).stdout)["driver_version"] == "25.5.1"
     fw = run_pkg(node, packages["n+1"]["firmware"], "--full", "--quiet")
     assert fw.returncode == 0 and "Reboot now or after driver installation" in fw.stdout
     before = node.run([npu_smi, "info"])
@@ -80,7 +80,7 @@ def test_fresh_install_then_reboot(node, packages):
     assert parser.classify_error(before.stdout, "", before.returncode)[0] == "dcmi_init"
     node.reboot()
     info = parser.parse_info(node.run([npu_smi, "info"]).stdout)
-    assert (info["driver_version"], len(info["npus"])) == ("25.2.0", 4)
+    assert (info["driver_version"], len(info["npus"])) == ("25.5.1", 4)
     assert {n["name"] for n in info["npus"]} == {"910B3"} and {n["health"] for n in info["npus"]} == {"OK"}
     assert {c["hbm_total_mb"] for n in info["npus"] for c in n["chips"]} == {65536}
     assert not info["driver_install_incomplete"]
@@ -131,11 +131,11 @@ def test_full_stack_install_and_upgrade_n_to_n1(node, packages):
     assert node.npu_smi("info").returncode != 0
     node.reboot()
     board = parser.parse_board(node.npu_smi("info", "-t", "board", "-i", "0").stdout)
-    assert (board["software_version"], board["firmware_version"]) == ("25.2.0", "7.7.0.1.231")
+    assert (board["software_version"], board["firmware_version"]) == ("25.5.1", "7.8.0.6.201")
     assert run_pkg(node, new["toolkit"], "--upgrade", "--quiet").returncode == 0
     assert os.readlink(node.path("/usr/local/Ascend/ascend-toolkit/latest")) == "8.3.RC2"
     assert not node.exists("/usr/local/Ascend/ascend-toolkit/8.2.RC1")
-    assert node.state()["software"] == {"driver": "25.2.0", "firmware": "7.7.0.1.231", "cann": "8.3.RC2"}
+    assert node.state()["software"] == {"driver": "25.5.1", "firmware": "7.8.0.6.201", "cann": "8.3.RC2"}
 
 
 def test_same_version_again(node, packages):
@@ -147,8 +147,8 @@ def test_same_version_again(node, packages):
     assert "takes effect immediately" in drv.stdout and node.npu_smi("info").returncode == 0
     # without --quiet it asks; "n" stops with rc 0 (driver_install.sh#L716-L729)
     no = run_pkg(node, pkgs["driver"], "--full", "--install-for-all", stdin="n\n")
-    assert ("Driver package has been installed on the path /usr/local/Ascend, the version is 25.2.0, and the "
-            "version of this package is 25.2.0,do you want to continue?  [y/n]") in no.stdout
+    assert ("Driver package has been installed on the path /usr/local/Ascend, the version is 25.5.1, and the "
+            "version of this package is 25.5.1,do you want to continue?  [y/n]") in no.stdout
     assert no.returncode == 0 and "[INFO]installation Stoped!" in no.stdout
     fw = run_pkg(node, pkgs["firmware"], "--full", "--quiet")
     assert fw.returncode == 2 and "no need to upgrade" in fw.stdout
@@ -210,7 +210,7 @@ def test_driver_outside_installed_firmware_range_warns_under_quiet_asks_without(
     assert result.returncode == 0, result.stdout
     assert "[WARNING]driver and firmware version relationship check fail" in result.stdout
     assert "ERR_NO:0x0095" not in result.stdout
-    assert kv(node, "/usr/local/Ascend/driver/version.info")["Version"] == "25.2.0"
+    assert kv(node, "/usr/local/Ascend/driver/version.info")["Version"] == "25.5.1"
 
 
 def test_cann_refused_for_incompatible_driver(node, packages, tmp_path):
@@ -253,11 +253,11 @@ def test_installer_fails_midway_once(node, packages, kind):
 
 @pytest.mark.parametrize("kind,rel,expected", [
     # the driver's installer reads ./version.info at the top (env_check.sh getVersionInRunFile, ver_check.sh#L100)
-    ("driver", "version.info", {"Version": "25.2.0", "Innerversion": "V100R001C23SPC001B211",
-                                       "compatible_version_fw": "[7.0.0,7.7.99]"}),
-    ("firmware", "firmware/version.info", {"Version": "7.7.0.1.231", "package_version": "25.2.0",
+    ("driver", "version.info", {"Version": "25.5.1", "Innerversion": "V100R001C23SPC006B220",
+                                       "compatible_version_fw": "[7.0.0,7.8.99]"}),
+    ("firmware", "firmware/version.info", {"Version": "7.8.0.6.201", "package_version": "25.5.1",
                                            "compatible_version_drv": "[24.1.rc1,24.1.rc3.],[24.1.0,24.1.0.],"
-                                                                     "[25.0.rc1,25.2.0.]"}),
+                                                                     "[25.0.rc1,25.5.1.]"}),
     ("toolkit", "version.info", {"Version": "8.3.RC2", "innerversion": "V100R001C23SPC002B210"}),
 ])
 def test_extract_mirrors_the_real_layout(node, packages, tmp_path, kind, rel, expected):

@@ -19,7 +19,7 @@ def test_fresh_driver_takes_effect_immediately_firmware_asks_for_the_reboot(node
     assert ("[INFO]\x1b[32mDriver package installed successfully! The new version takes effect immediately. \x1b[0m"
             in drv.stdout)
     assert not node.state()["pending_reboot"]
-    assert parser.parse_info(node.npu_smi("info").stdout)["driver_version"] == "25.2.0"
+    assert parser.parse_info(node.npu_smi("info").stdout)["driver_version"] == "25.5.1"
     fw = run_pkg(node, packages["n+1"]["firmware"], "--full", "--quiet")
     assert ("[INFO]Firmware package installed successfully! Reboot now or after driver installation for the "
             "installation/upgrade to take effect.") in fw.stdout
@@ -43,10 +43,10 @@ def test_upgrade_needs_the_reboot_and_history_keeps_the_order(node, packages):
     assert before.returncode != 0 and "ret is -8005" in before.stdout
     history = [(h["kind"], h["op"], h["from"], h["to"], h["reboot_needed"]) for h in node.state()["history"]]
     assert history == [("driver", "full", None, "24.1.rc3", False), ("firmware", "full", None, "7.5.0.1.129", True),
-                       ("firmware", "upgrade", "7.5.0.1.129", "7.7.0.1.231", True),
-                       ("driver", "upgrade", "24.1.rc3", "25.2.0", True)]
+                       ("firmware", "upgrade", "7.5.0.1.129", "7.8.0.6.201", True),
+                       ("driver", "upgrade", "24.1.rc3", "25.5.1", True)]
     node.reboot()
-    assert parser.parse_info(node.npu_smi("info").stdout)["driver_version"] == "25.2.0"
+    assert parser.parse_info(node.npu_smi("info").stdout)["driver_version"] == "25.5.1"
 
 
 def test_busy_devices_stop_an_install_over_a_loaded_driver(node, packages):

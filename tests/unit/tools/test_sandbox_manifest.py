@@ -26,7 +26,7 @@ def bundle_with_other_lines(root):
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_bytes(data)
         lines.append(f"{hashlib.sha256(data).hexdigest()}  {path}\n")
-    stale = ["0" * 64 + "  huawei/Ascend-hdk-910b-npu-firmware_7.7.0.1.231.run\n",
+    stale = ["0" * 64 + "  huawei/Ascend-hdk-910b-npu-firmware_7.8.0.6.201.run\n",
              "0" * 64 + "  models/tiny-deepseek/gone.bin\n"]
     (root / "MANIFEST.sha256").write_text("".join(sorted(lines + stale, key=lambda line: line.split("  ")[1])))
 
@@ -74,5 +74,5 @@ def test_sandbox_model_replaces_only_its_folder(tmp_path):
     text = (tmp_path / "MANIFEST.sha256").read_text()
     assert "models/tiny-deepseek/gone.bin" not in text  # a file gone from the folder leaves the manifest
     # the firmware's stale line belongs to sandbox-bundle.sh: kept as it is
-    assert "0" * 64 + "  huawei/Ascend-hdk-910b-npu-firmware_7.7.0.1.231.run" in text
+    assert "0" * 64 + "  huawei/Ascend-hdk-910b-npu-firmware_7.8.0.6.201.run" in text
     assert sorted(os.listdir(tmp_path / ".work")) == ["manifest.lock", "sandbox-model-tiny-deepseek.stamp"]

@@ -50,27 +50,27 @@ def test_fresh_node_plans_a_full_install(pkgs, tmp_path, monkeypatch):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
-    kind, res = run({"kind": "driver", "package": pkgs["n+1"]["driver"], "version": "25.2.0",
+    kind, res = run({"kind": "driver", "package": pkgs["n+1"]["driver"], "version": "25.5.1",
                      "install_path": str(tmp_path)})
     assert kind is AnsibleExitJson, res
     assert res["action"] == "full" and res["changed"] is False
     assert res["installed"] == {"version": None, "file": None, "info": {}}
-    assert res["package"]["version"] == "25.2.0"
-    assert res["package"]["info"]["compatible_version_fw"] == "[7.0.0,7.7.99]"
-    assert res["package"]["info"]["Innerversion"] == "V100R001C23SPC001B211"
+    assert res["package"]["version"] == "25.5.1"
+    assert res["package"]["info"]["compatible_version_fw"] == "[7.0.0,7.8.99]"
+    assert res["package"]["info"]["Innerversion"] == "V100R001C23SPC006B220"
     assert res["package"]["check"].endswith("SHA256 checksums are OK. All good.")
     assert os.listdir(str(scratch)) == []  # the extracted package is gone
 
 
 @pytest.mark.parametrize("installed,allow,action", [
-    ("24.1.rc3", False, "upgrade"), ("25.2.0", False, "none"), ("26.0.rc1", False, "refuse"),
+    ("24.1.rc3", False, "upgrade"), ("25.5.1", False, "none"), ("26.0.rc1", False, "refuse"),
     ("26.0.rc1", True, "downgrade")])
 def test_installed_versions(pkgs, tmp_path, installed, allow, action):
     install_driver(str(tmp_path), installed)
     kind, res = run({"kind": "driver", "package": pkgs["n+1"]["driver"], "install_path": str(tmp_path),
                      "allow_downgrade": allow})
     assert kind is AnsibleExitJson, res
-    assert (res["installed"]["version"], res["wanted"], res["action"]) == (installed, "25.2.0", action)
+    assert (res["installed"]["version"], res["wanted"], res["action"]) == (installed, "25.5.1", action)
     assert res["installed"]["file"] == os.path.join(str(tmp_path), "driver", "version.info")
 
 
@@ -105,19 +105,19 @@ def test_tampered_package_fails_its_own_check(pkgs, tmp_path):
 
 
 def test_wrong_version_and_missing_package(pkgs, tmp_path):
-    kind, res = run({"kind": "driver", "package": pkgs["n"]["driver"], "version": "25.2.0",
+    kind, res = run({"kind": "driver", "package": pkgs["n"]["driver"], "version": "25.5.1",
                      "install_path": str(tmp_path)})
-    assert kind is AnsibleFailJson and "holds driver 24.1.rc3, not the wanted 25.2.0" in res["msg"]
+    assert kind is AnsibleFailJson and "holds driver 24.1.rc3, not the wanted 25.5.1" in res["msg"]
     kind, res = run({"kind": "driver", "package": str(tmp_path / "nope.run"), "install_path": str(tmp_path)})
     assert kind is AnsibleFailJson and res["msg"].endswith("nope.run does not exist on the node")
 
 
 def test_check_mode_without_the_package_plans_from_the_version(tmp_path):
     install_driver(str(tmp_path), "24.1.rc3")
-    kind, res = run({"kind": "driver", "package": str(tmp_path / "not-copied-yet.run"), "version": "25.2.0",
+    kind, res = run({"kind": "driver", "package": str(tmp_path / "not-copied-yet.run"), "version": "25.5.1",
                      "install_path": str(tmp_path), "_ansible_check_mode": True})
     assert kind is AnsibleExitJson, res
-    assert (res["package"], res["wanted"], res["action"]) == (None, "25.2.0", "upgrade")
+    assert (res["package"], res["wanted"], res["action"]) == (None, "25.5.1", "upgrade")
 
 
 def test_wrong_kind_of_package(pkgs, tmp_path):
@@ -179,35 +179,35 @@ def test_kinds_read_several_packages_in_one_run(pkgs, tmp_path):
     assert os.path.dirname(pkgs["n+1"]["firmware"]) == pkg_dir
     kind, res = run({"kinds": ["firmware", "driver"], "package_dir": pkg_dir,
                      "package_files": {k: os.path.basename(pkgs["n+1"][k]) for k in ("driver", "firmware")},
-                     "versions": {"driver": "25.2.0"}, "install_path": str(tmp_path)})
+                     "versions": {"driver": "25.5.1"}, "install_path": str(tmp_path)})
     assert kind is AnsibleExitJson, res
     assert res["changed"] is False and [r["kind"] for r in res["results"]] == ["firmware", "driver"]
     for one in res["results"]:
         single_kind, single = run({"kind": one["kind"], "package": pkgs["n+1"][one["kind"]],
-                                   "version": "25.2.0" if one["kind"] == "driver" else None,
+                                   "version": "25.5.1" if one["kind"] == "driver" else None,
                                    "install_path": str(tmp_path)})
         assert single_kind is AnsibleExitJson
         assert {k: single[k] for k in one} == one
     assert [(r["installed"]["version"], r["wanted"], r["action"]) for r in res["results"]] == [
-        (None, "7.7.0.1.231", "full"), ("24.1.rc3", "25.2.0", "upgrade")]
+        (None, "7.8.0.6.201", "full"), ("24.1.rc3", "25.5.1", "upgrade")]
 
 
 def test_kinds_without_packages_read_the_installed_versions(tmp_path):
-    install_driver(str(tmp_path), "25.2.0")
-    kind, res = run({"kinds": ["driver", "firmware"], "version": "25.2.0", "versions": {"firmware": "7.7.0.1.231"},
+    install_driver(str(tmp_path), "25.5.1")
+    kind, res = run({"kinds": ["driver", "firmware"], "version": "25.5.1", "versions": {"firmware": "7.8.0.6.201"},
                      "install_path": str(tmp_path)})
     assert kind is AnsibleExitJson, res
     assert [(r["kind"], r["installed"]["version"], r["package"], r["action"]) for r in res["results"]] == [
-        ("driver", "25.2.0", None, "none"), ("firmware", None, None, "full")]
+        ("driver", "25.5.1", None, "none"), ("firmware", None, None, "full")]
     kind, res = run({"kinds": [], "install_path": str(tmp_path)})
     assert kind is AnsibleExitJson and res["results"] == []
 
 
 def test_kinds_fail_like_one_kind_and_need_the_package_dir(pkgs, tmp_path):
     kind, res = run({"kinds": ["driver"], "package_dir": os.path.dirname(pkgs["n"]["driver"]),
-                     "package_files": {"driver": os.path.basename(pkgs["n"]["driver"])}, "version": "25.2.0",
+                     "package_files": {"driver": os.path.basename(pkgs["n"]["driver"])}, "version": "25.5.1",
                      "install_path": str(tmp_path)})
-    assert kind is AnsibleFailJson and "holds driver 24.1.rc3, not the wanted 25.2.0" in res["msg"]
+    assert kind is AnsibleFailJson and "holds driver 24.1.rc3, not the wanted 25.5.1" in res["msg"]
     kind, res = run({"kinds": ["driver"], "package_files": {"driver": "x.run"}, "install_path": str(tmp_path)})
     assert kind is AnsibleFailJson and res["msg"] == "package_files names packages of driver: package_dir is needed " \
         "to find them"
@@ -223,8 +223,8 @@ def test_driver_package_version_info_at_the_root(pkgs, tmp_path):
     assert "./version.info" in listing
     kind, res = run({"kind": "driver", "package": pkgs["n+1"]["driver"], "install_path": str(tmp_path)})
     assert kind is AnsibleExitJson, res
-    assert (res["package"]["version"], res["package"]["info_file"]) == ("25.2.0", "version.info")
-    assert res["package"]["info"]["compatible_version_fw"] == "[7.0.0,7.7.99]"
+    assert (res["package"]["version"], res["package"]["info_file"]) == ("25.5.1", "version.info")
+    assert res["package"]["info"]["compatible_version_fw"] == "[7.0.0,7.8.99]"
 
 
 def test_packages_are_not_unpacked(pkgs, tmp_path, monkeypatch):
@@ -241,7 +241,7 @@ def test_packages_are_not_unpacked(pkgs, tmp_path, monkeypatch):
     for kind in ("toolkit", "driver", "firmware"):
         result, res = run({"kind": kind, "package": pkgs["n+1"][kind], "install_path": str(tmp_path)})
         assert result is AnsibleExitJson, res
-        assert res["package"]["version"] == {"toolkit": "8.3.RC2", "driver": "25.2.0", "firmware": "7.7.0.1.231"}[kind]
+        assert res["package"]["version"] == {"toolkit": "8.3.RC2", "driver": "25.5.1", "firmware": "7.8.0.6.201"}[kind]
     assert calls and not [c for c in calls if "--noexec" in c or any(a.startswith("--extract") for a in c)]
 
 
