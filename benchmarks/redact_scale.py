@@ -22,7 +22,8 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 UNITS = ['api_key="', "api_key=[", "token: ", '"a":', "a=", "--api-key ", "Cookie: ", "x://a@",
          "machine h login u password ", "-----BEGIN PRIVATE KEY-----", "curl -u a:", "eyJa.eyJb.", "[{",
-         "'token'='", "- --token\n", "data:\n", "api_key=x ", "A,B\n"]
+         "'token'='", "- --token\n", "data:\n", "api_key=x ", "A,B\n", "<password>", "api_key: !&", "--api-key -",
+                 'api_key="""', "docker login -p ", "obsutil config -k=", "token x\n"]
 
 
 def _load_diagnose():

@@ -8,10 +8,17 @@ name: diagnose_redact
 short_description: Remove secrets from configuration or log text before it leaves the node
 version_added: 0.1.0
 description:
-  - "Replaces with C(<redacted>) the values of keys and options named like a token, a password, an API key, a
-    secret or a credential (C(KEY=value), C(key: value), C(--api-key value)), bearer tokens, Hugging Face tokens
-    (C(hf_...)) and passwords in URLs."
+  - "Replaces with C(<redacted>) the values of keys and options named like a token, a password, a secret, an API
+    key, an AK/SK, an auth or a cookie, in any case style (C(api_key), C(API-KEY), C(accessToken), C(ClientSecret),
+    C(APIKEY), C(OBS_SK)): C(KEY=value), C(key: value), C(Environment=\"KEY=value with spaces, commas\"),
+    C(--api-key value), option and value as separate list items (JSON, Python, a YAML C(args:) list), quoted values
+    of any length with escaped quotes, a YAML value on the lines below its key (plain, quoted, block scalar, list),
+    XML elements, Kubernetes C(env) name/value pairs, C(Authorization), C(Cookie) and C(Set-Cookie) headers."
+  - "Also PEM private keys, C(.netrc) passwords, C(curl -u user:password), the values of a Kubernetes Secret's
+    C(data) and C(stringData), docker C(auth), the secret columns of a CSV whose header names them, bearer tokens,
+    JWTs, Hugging Face tokens (C(hf_...)) and passwords in URLs."
   - Keys merely containing such a word, like C(tokenizer) or C(max_num_batched_tokens), are kept.
+  - Time grows linearly with the text, also on one line of several MiB.
 options:
   _input:
     description: The text.

@@ -460,6 +460,9 @@ _DQ_LONG_RE = re.compile(r"\"(?:[^\"\\]|\\.)*\"", re.DOTALL)
 _SQ_LONG_RE = re.compile(r"'(?:[^'\\]|\\.|'')*'", re.DOTALL)
 _QUOTE_SPAN = 65536
 # the rest of a quoted "KEY=value" or 'Header: value' item: up to its closing quote
+# TOML's and Python's triple-quoted strings, which may hold quotes and newlines
+_TRIPLE_RE = {q: re.compile(q * 3 + r"(?:[^\\" + q + r"]|\\.|" + q + r"(?!" + q * 2 + r"))*" + q * 3, re.DOTALL)
+              for q in ('"', "'")}
 _DQ_REST_RE = re.compile(r"(?:[^\"\\\n]|\\.)*")
 _SQ_REST_RE = re.compile(r"(?:[^'\\\n]|\\.)*")
 # an unquoted value: up to a blank, a quote, a shell operator or the end of a flow collection; a comma ends it
@@ -470,7 +473,8 @@ _FLOW_TOKEN_RE = re.compile(r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'|[\[{\]}
 _FLOW_TOKENS, _FLOW_DEPTH = 4096, 64
 # what may stand before a key that owns the whole rest of its line (env files, YAML, systemd, curl -v, set -x)
 _LINE_START_RE = re.compile(r"[ \t]*(?:(?:export|declare[ \t]+-x|setenv|set)[ \t]+|-[ \t]+|[<>*+][ \t]+)?[\"']?\Z")
-_INDICATOR_RE = re.compile(r"(?:[|>][-+0-9]*)?[ \t]*(?:#[^\n]*)?(?:\r?\n|\Z)")
+# nothing, a comment, or a block scalar's indicator, after the YAML tags and anchors (!vault, &name) of the value
+_INDICATOR_RE = re.compile(r"(?:[!&][^\s!&]*[ \t]*)*(?:[|>][-+0-9]*)?[ \t]*(?:#[^\n]*)?(?:\r?\n|\Z)")
 _BEARER_RE = re.compile(r"(?P<pre>\bBearer[ \t]+)(?P<val>[A-Za-z0-9._~+/=-]+)", re.IGNORECASE)
 _HF_RE = re.compile(r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{20,}(?![A-Za-z0-9_])")
 _JWT_RE = re.compile(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
@@ -480,6 +484,20 @@ _URL_RE = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://(?P<userinfo
 _PEM_BEGIN_RE = re.compile(r"-----BEGIN (?P<kind>(?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----")
 # a key cut off before its END line: its body lines (base64, RFC 1421 headers) as far as they go
 _PEM_BODY_RE = re.compile(r"(?:(?:\r?\n|\\r?\\n)[ \t]*(?:[A-Za-z0-9+/=]+|(?:Proc-Type|DEK-Info|Comment):[^\n\\]*))*")
+# <password>value</password> (Maven's settings.xml, Hadoop's and other XML configuration)
+_XML_RE = re.compile(r"<(?P<tag>[A-Za-z_][A-Za-z0-9_.:-]*)(?:[ \t][^<>]*)?>(?P<val>[^<]*)</(?P=tag)>")
+# "KEY value" as the whole line (a table of names and values, space-separated configuration such as redis' or
+# nginx's): one value, quoted or not; a line of prose that starts with such a word goes on with more words
+_SPACED_RE = re.compile(r"[ \t]*(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)[ \t]+"
+                        r"(?P<val>\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[^\s\"'=:;]\S*?)[ \t]*;?")
+# the password of a login command's -p (docker/podman/nerdctl/helm/oras login, sshpass; mysql's -pPASSWORD) and
+# obsutil config's -i (AK), -k (SK) and -t (token); the command must stand within 512 characters before the option
+_LOGIN_P_RE = re.compile(r"(?<!\S)(?:(?:(?:docker|podman|nerdctl|buildah|skopeo|oras|helm(?:[ \t]+registry)?)"
+                         r"[ \t]+login|sshpass)\b[^\n]{0,512}?(?<!\S)-p(?:[ \t]+|=)"
+                         r"|(?:mysql\w*|mariadb\w*)\b[^\n]{0,512}?(?<!\S)-p(?=\S))"
+                         r"(?P<val>\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[^\s\"']+)")
+_OBSUTIL_RE = re.compile(r"(?<!\S)obsutil(?:\.exe)?[ \t]+config\b[^\n]{0,4096}")
+_OBSUTIL_OPT_RE = re.compile(r"(?<!\S)-[ikt](?:=|[ \t]+)(?P<val>\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[^\s\"']+)")
 # .netrc: "machine h login u password p", one line or one token a line
 _NETRC_RE = re.compile(r"(?:(?<!\S)(?:machine|login|account)[ \t]+\S+[ \t]+|(?<!\S)default[ \t]+|^[ \t]*)"
                        r"(?:password|passwd)[ \t]+(?P<val>\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|\S+)", re.MULTILINE)
@@ -510,8 +528,11 @@ def is_secret_key(key):
         return cached
     secret = False
     if _SECRET_HINT_RE.search(key):
-        words = [w.lower() for part in re.split(r"[^A-Za-z0-9]+", key) for w in _WORD_RE.findall(part)]
+        parts = re.split(r"[^A-Za-z0-9]+", key)
+        words = [w.lower() for part in parts for w in _WORD_RE.findall(part)]
+        # a part is also read whole: an acronym before a word hides the case change (APIkey, myAPItoken)
         secret = (any(w in _SECRET_WORDS or w.endswith(_SECRET_SUFFIXES) for w in words)
+                  or any(p.lower().endswith(_SECRET_SUFFIXES) for p in parts)
                   or any(a in _KEY_OWNERS and b == "key" for a, b in zip(words, words[1:])))
     if len(_SECRET_KEY_CACHE) < 4096:
         _SECRET_KEY_CACHE[key] = secret
@@ -540,8 +561,14 @@ def _flow_end(text, pos, eol):
     return None
 
 
+def _unquoted(text, start, end):
+    if end - start >= 2 and text[start] in "\"'" and text[end - 1] == text[start]:
+        return start + 1, end - 1
+    return start, end
+
+
 def _trim(text, start, end):
-    while end > start and text[end - 1] in " \t\r":
+    while end > start and text[end - 1] in " \t\r\n":
         end -= 1
     return end
 
@@ -562,6 +589,11 @@ def _value(text, pos, eol, to_eol=False, pair_quote=None):
         end = (_DQ_REST_RE if pair_quote == '"' else _SQ_REST_RE).match(text, pos, eol).end()
         return (pos, end, False) if end > pos else None
     first = text[pos]
+    if first in "\"'" and text.startswith(first * 3, pos):
+        m = _TRIPLE_RE[first].match(text, pos, min(len(text), pos + _QUOTE_SPAN))
+        if m:
+            return pos + 3, m.end() - 3, False
+        return pos + 3, _trim(text, pos + 3, eol), True
     if first in "\"'":
         m = (_DQ_RE if first == '"' else _SQ_RE).match(text, pos, eol)
         if m:
@@ -632,10 +664,11 @@ def _key_value_spans(text, spans, owners, secret_doc):
         # (only blanks and a prefix before it: no other pair precedes it on its line)
         at_line_start = bool(_LINE_START_RE.match(text, line_start, start + len(q)))
         eol = lines.end(m.end())
-        if m.group("sep") == ":" and not pair_quote and _INDICATOR_RE.match(text, m.end()):
+        indicator = m.group("sep") == ":" and not pair_quote and _INDICATOR_RE.match(text, m.end())
+        if indicator:
             if at_line_start and key not in _DATA_KEYS:   # "key:" or "key: |": the value is on the lines below
                 owners[line_start] = start + len(q) - line_start
-            covered = m.end()
+            covered = max(indicator.end(), m.end())    # the rest of the line is tags and a comment: read once
             continue
         header = m.group("sep") == ":" and _is_header_key(key)
         found = _value(text, m.end(), eol, to_eol=at_line_start or header, pair_quote=pair_quote)
@@ -668,8 +701,10 @@ def _option_spans(text, spans):
             found = _value(text, pos + 1, lines.end(pos + 1), pair_quote=pair_quote)
         else:
             gap = _ARG_GAP_RE.match(text, pos)
-            if not gap or gap.end() >= len(text) or text.startswith("--", gap.end()) \
-                    or text[gap.end()] in "]}),#\r\n":
+            after = gap.end() if gap else len(text)
+            # another option follows (--api-key-file -u ops, --password-stdin -u user): no value to take
+            if after >= len(text) or text[after] in "]}),#\r\n" or (
+                    text[after] == "-" and text[after + 1:after + 2].isalpha() or text.startswith("--", after)):
                 continue
             found = _value(text, gap.end(), lines.end(gap.end()))
         if found:
@@ -734,6 +769,9 @@ def _line_spans(text, owners, secret_doc, spans):
                         spans.append((offset, offset + len(cell)))
                     offset += len(cell) + 1
         if mode is None and first < body_end:
+            spaced = _SPACED_RE.fullmatch(text, pos, body_end)
+            if spaced and is_secret_key(spaced.group("key")):
+                spans.append(_unquoted(text, *spaced.span("val")))
             if pos in owners:
                 mode, col = "all", owners[pos]
             elif secret_doc and _DATA_LINE_RE.match(text, pos, body_end):
@@ -779,6 +817,17 @@ def redact(text):
         start, end = m.span("userinfo")
         colon = text.find(":", start, end)
         spans.append((colon + 1 if colon >= 0 else start, end))
+    for m in _XML_RE.finditer(text):
+        if is_secret_key(m.group("tag")):
+            start, end = m.span("val")
+            while start < end and text[start] in " \t\r\n":
+                start += 1
+            spans.append((start, _trim(text, start, end)))
+    for m in _LOGIN_P_RE.finditer(text):
+        spans.append(_unquoted(text, *m.span("val")))
+    for line in _OBSUTIL_RE.finditer(text):
+        for m in _OBSUTIL_OPT_RE.finditer(text, line.start(), line.end()):
+            spans.append(_unquoted(text, *m.span("val")))
     for m in _NETRC_RE.finditer(text):
         start, end = m.span("val")
         if text[start] in "\"'" and end - start >= 2 and text[end - 1] == text[start]:

@@ -467,7 +467,8 @@ def test_jwt_anywhere():
 
 HOSTILE_UNITS = ['api_key="', "api_key=[", "token: ", '"a":', "a=", "--api-key ", "Cookie: ", "x://a@",
                  "machine h login u password ", "-----BEGIN PRIVATE KEY-----", "curl -u a:", "eyJa.eyJb.",
-                 "[{", "'token'='", "- --token\n", "data:\n"]
+                 "[{", "'token'='", "- --token\n", "data:\n", "<password>", "api_key: !&", "--api-key -",
+                 'api_key="""', "docker login -p ", "obsutil config -k=", "token x\n"]
 
 
 @pytest.mark.parametrize("unit", HOSTILE_UNITS)
@@ -491,3 +492,47 @@ def test_benchmark_script_runs():
 
 def test_redacted_marker():
     assert REDACTED == "<redacted>"
+
+
+# --------------------------------------------------------------------------- more forms of the same classes
+
+
+@pytest.mark.parametrize("key", ["APIkey", "OAuthToken", "HTTPSecret", "myAPItoken", "DBPassword"])
+def test_acronyms_before_a_secret_word(key):
+    assert is_secret_key(key)
+
+
+@pytest.mark.parametrize("text, keep", [
+    ("api_key: !vault |\n  QsEcret1x\n  Qtail2xxx\nport: 1\n", "port: 1"),
+    ("token: &tok |-\n  QsEcret1x\nport: 1\n", "port: 1"),
+    ("<settings><password>QsEcret1x Qtail2xxx</password><port>1</port></settings>", "<port>1</port>"),
+    ("<apiKey>\n  QsEcret1x\n</apiKey>\n<model>m</model>", "<model>m</model>"),
+])
+def test_yaml_tags_and_xml_elements(text, keep):
+    assert_hidden(redact(text), "QsEcret1x Qtail2xxx", [keep])
+
+
+def test_an_option_without_a_value_keeps_the_next_option():
+    out = redact("echo $P | docker login --password-stdin -u ops registry.example")
+    assert "-u ops registry.example" in out
+
+
+@pytest.mark.parametrize("text, keep", [
+    ('api_key = """QsEcret1x "Qtail2xxx"""\nport = 1', "port = 1"),
+    ("token = '''QsEcret1x\nQtail2xxx'''\nport = 1", "port = 1"),
+    ("masterPassword QsEcret1x;\nport 6379\ntoken expired for user\n", "token expired for user"),
+    ("masterPassword 'QsEcret1x Qtail2xxx'\nport 6379\n", "port 6379"),
+    ("  X_API_KEY\tQsEcret1x\n  PORT\t8000\n", "PORT\t8000"),
+    ("obsutil config -i=QakValue11 -k=QsEcret1x -t=Qtail2xxx -e=obs.cn", "-e=obs.cn"),
+    ("docker login -u ops -p QsEcret1x registry.example", "registry.example"),
+    ("helm registry login reg.example --username u -p 'QsEcret1x Qtail2xxx'", "--username u"),
+    ("sshpass -p QsEcret1x ssh -p 22 h", "ssh -p 22 h"),
+    ("mysql -uroot -pQsEcret1x -h db", "-h db"),
+])
+def test_triple_quotes_spaced_pairs_and_login_commands(text, keep):
+    assert_hidden(redact(text), "QsEcret1x Qtail2xxx QakValue11", [keep])
+
+
+def test_docker_run_ports_are_kept():
+    text = "docker run -p 8000:8000 img\nssh -p 22 host\n"
+    assert redact(text) == text
