@@ -3,7 +3,8 @@
 #
 #   tools/test.sh            all stages
 #   tools/test.sh STAGE...   only these stages: host lint units integration sanity ansible-lint build controller14 bundle kunpeng
-#                            rpm-nodes (the Kylin/openEuler node images and their checks; not in the full run yet)
+#                            rpm-nodes (the Kylin/openEuler node images and their checks; the full run has them in
+#                            the background lane, after kunpeng)
 #                            images molecule (background-start / background-wait: the Molecule preparation, the
 #                            bundle and kunpeng stages and Molecule's lane b in the background, as the full run
 #                            does; MOLECULE_SCENARIOS applies to both lanes)
@@ -204,6 +205,10 @@ background_start() {
       stage_kunpeng || krc=$?
       echo "$krc $((SECONDS - start))" > "$bg_log.kunpeng"
     fi
+    # the RPM-node images' own checks (the images are there: the preparation built them)
+    start=$SECONDS
+    [[ $prc -ne 0 ]] || stage_rpm_nodes || krc=$?
+    echo "$krc $((SECONDS - start))" > "$bg_log.rpm_nodes"
     rc=0
     if [[ $prc -eq 0 && ${#lane_b[@]} -gt 0 ]]; then run_lane "$logdir" "${lane_b[@]}" || rc=1; fi
     [[ $prc -eq 0 && $krc -eq 0 ]] || rc=1
@@ -220,12 +225,14 @@ background_wait() {
   local rc=1 brc=1 bsecs=? krc=1 ksecs=?
   [[ ! -f $bg_log.bundle ]] || read -r brc bsecs < "$bg_log.bundle"
   [[ ! -f $bg_log.kunpeng ]] || read -r krc ksecs < "$bg_log.kunpeng"
+  local rsecs=?
+  [[ ! -f $bg_log.rpm_nodes ]] || read -r krc rsecs < "$bg_log.rpm_nodes"
   [[ ! -f $bg_log.rc ]] || read -r rc < "$bg_log.rc"
-  times+=("bundle(bg) $bsecs" "kunpeng(bg) $ksecs")
+  times+=("bundle(bg) $bsecs" "kunpeng(bg) $ksecs" "rpm-nodes(bg) $rsecs")
   molecule_times=$(cat "$logdir/times" 2>/dev/null || true)
   molecule_times+="\n"
   [[ $brc -eq 0 ]] || echo "bundle stage failed (exit $brc); the kunpeng stage, which needs it, did not run"
-  [[ $brc -ne 0 || $krc -eq 0 ]] || echo "kunpeng stage failed (exit $krc)"
+  [[ $brc -ne 0 || $krc -eq 0 ]] || echo "kunpeng or rpm-nodes stage failed (exit $krc)"
   [[ $rc -eq 0 ]] || { echo "background lane failed"; grep FAILED "$logdir/times" || true; return 1; }
 }
 
@@ -239,8 +246,10 @@ background_wait() {
 # Molecule preparation, bundle (60) and kunpeng (401) in the background. With model in lane b, lane a ended 120 s
 # before lane b.
 # The host ports each scenario's prepare.yml serves the bundle on are distinct otherwise (18766 model,
-# 18767 ascend_upgrade, 18771 ascend_stack, 18772 deepseek_v3).
-MOLECULE_LANE_A="default controller14 model cann_generations python_tarball"
+# 18767 ascend_upgrade, 18771 ascend_stack, 18772 deepseek_v3, 18773 kylin_v10, 18774 openeuler).
+# The two RPM-node scenarios (each a whole site.yml, like default) go one to each lane; ascend_stack and
+# ascend_faults move to lane a to even them out.
+MOLECULE_LANE_A="default controller14 model cann_generations python_tarball kylin_v10 ascend_stack ascend_faults"
 
 run_scenario() {  # run_scenario NAME LOGDIR: one `molecule test`, its output printed whole when it ends
   local s=$1 logdir=$2 start=$SECONDS rc=0
@@ -264,8 +273,10 @@ run_lane() {  # run_lane LOGDIR SCENARIO...: every scenario runs; the lane fails
 }
 
 molecule_prep() {
-  # A running Docker engine and the images (molecule_lanes exports their names for the scenarios).
-  tools/sandbox-host.sh >/dev/null
+  # A running Docker engine and the images (molecule_lanes exports their names for the scenarios), the Kylin V10 and
+  # openEuler nodes of the kylin_v10 and openeuler scenarios among them (built here, in the background lane: the
+  # foreground's images stage has built the base and simulated Atlas images they start from).
+  tools/sandbox-host.sh rpm-nodes >/dev/null
   # The sandbox's offline bundle (.cache/bundle: wheels, simulated .run packages, tiny models), which the
   # scenarios serve to their nodes over HTTP; the tiny DeepSeek-V3 model too, before the lanes start.
   tools/sandbox.sh bundle
@@ -276,8 +287,9 @@ molecule_lanes() {  # sets logdir, lane_a, lane_b and the environment every scen
   # ansible-compat installs the collection under test into its own cache; keep it away from the
   # checkout's symlink tree (molecule's playbooks get that through the provisioner env).
   export ANSIBLE_COLLECTIONS_PATH=$ROOT/.ansible/collections
-  eval "$(tools/sandbox-host.sh --print | grep -E '^(BASE|SIM)_IMAGE=')"
-  export ASCENDAI_BASE_IMAGE=$BASE_IMAGE ASCENDAI_SIM_IMAGE=$SIM_IMAGE
+  eval "$(tools/sandbox-host.sh --print | grep -E '^(BASE|SIM|KYLIN|OPENEULER)_IMAGE=')"
+  export ASCENDAI_BASE_IMAGE=$BASE_IMAGE ASCENDAI_SIM_IMAGE=$SIM_IMAGE ASCENDAI_KYLIN_IMAGE=$KYLIN_IMAGE \
+         ASCENDAI_OPENEULER_IMAGE=$OPENEULER_IMAGE
   local scenarios=${MOLECULE_SCENARIOS:-} s
   if [[ -z $scenarios ]]; then
     scenarios=$(find molecule -mindepth 2 -maxdepth 2 -name molecule.yml -printf '%h\n' | xargs -n1 basename | sort)

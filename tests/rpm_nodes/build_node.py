@@ -34,6 +34,7 @@ HERE = Path(__file__).resolve().parent
 HOME = Path("/usr/lib/ascendai-rpm-node")
 HIDDEN = HOME / "debian"
 REPO = Path("/var/lib/ascendai-rpm-node/repo")
+EXTRA_REPO = Path("/var/lib/ascendai-rpm-node/repo-extra")
 DEBIAN_PYTHON = HIDDEN / "usr/bin/python3.11"
 
 
@@ -155,8 +156,12 @@ def build_rpms(node: dict, arch: str, kernel: str) -> list[Path]:
     if (HIDDEN / "usr/bin").is_dir() and Path("/usr/lib/gcc").is_dir() and not (HIDDEN / "usr/lib/gcc").exists():
         (HIDDEN / "usr/lib").mkdir(parents=True, exist_ok=True)
         (HIDDEN / "usr/lib/gcc").symlink_to("/usr/lib/gcc")
+    extra = {p["name"] for p in node["packages"] if p.get("repo") == "extra"}
     for rpm in sorted((top / "RPMS").rglob("*.rpm")):
-        dest = REPO / "Packages" / rpm.name
+        # rows marked "repo": "extra" go into the operator's repository (node["extra_repo"]), not the distribution's
+        repo = EXTRA_REPO if any(rpm.name.startswith(name + "-") and rpm.name[len(name) + 1:][:1].isdigit()
+                                 for name in extra) else REPO
+        dest = repo / "Packages" / rpm.name
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(rpm), dest)
         built.append(dest)
@@ -250,6 +255,15 @@ def configure_dnf(node: dict) -> None:
         "enabled=1\n"
         # the stand-ins are unsigned; the real repositories sign with the distribution's key
         "gpgcheck=0\n")
+    if node.get("extra_repo"):
+        # An operator's repository for what the distribution lacks, off by default as such repositories usually are:
+        # a role names it (dnf --enablerepo) where it needs it.
+        (repos / node["extra_repo"]["file"]).write_text(
+            f"[{node['extra_repo']['id']}]\n"
+            f"name={node['extra_repo']['name']}\n"
+            f"baseurl=file://{EXTRA_REPO}\n"
+            "enabled=0\n"
+            "gpgcheck=0\n")
     Path("/etc/dnf/dnf.conf").write_text(
         "[main]\n"
         "gpgcheck=1\n"
@@ -279,6 +293,8 @@ def main() -> None:
                 hide(str(p))
     built = build_rpms(node, arch, kernel)
     run("createrepo_c", "--quiet", str(REPO))
+    if EXTRA_REPO.is_dir():
+        run("createrepo_c", "--quiet", str(EXTRA_REPO))
     # The rows a minimal install already has: into the rpm database, without their (empty or link) payload
     # conflicting with the Debian files they stand for. --force-debian: Debian's rpm otherwise warns that
     # dpkg owns the system.
