@@ -17,7 +17,7 @@ description:
   - "Reads both forms of these files: C(key=value), and NNAL's indented C(key : value) (C(Ascend-cann-atb : 8.3.RC2))."
   - With O(package), runs the package's own integrity check (C(--check)) and takes only its version file out of
     the archive (makeself's C(--tar), into a small temporary directory that is removed; the package is never
-    unpacked): C(driver/version.info) or the C(version.info) at the top that the driver's own installer reads,
+    unpacked) - C(driver/version.info) or the C(version.info) at the top that the driver's own installer reads,
     C(firmware/version.info) or C(version.info), the CANN packages' C(version.info). It holds the version and the
     compatibility ranges (C(compatible_version_fw), C(compatible_version_drv), C(compatible_version)). A package
     without one gets the version in its file name (C(Ascend-hdk-910b-npu-driver_25.5.1_linux-aarch64.run) is
