@@ -101,8 +101,7 @@ def no_leak_run_options():
 def test_playbooks_that_run_on_any_machine_leak_nothing_at_vvv(tmp_path, env, capsys):
     """Multinode (one host: the bootstrap probe, then nothing), the Kubernetes job template (rendering only) and
     preflight, which refuses this machine (no Kunpeng, no NPU) after it has gathered and compared everything."""
-    more = {"k8s_manifests_dir": str(tmp_path / "manifests")}
-    rc = no_leak_run.main(["--inventory", str(env), "--bundle-url", BUNDLE, "--extra-vars-file", _vars(tmp_path, more),
+    rc = no_leak_run.main(["--inventory", str(env), "--bundle-url", BUNDLE,
                            "--playbook", "multinode.yml", "--playbook", "awx/deploy_k8s.yml",
                            "--playbook", "preflight.yml", "--check", "preflight.yml", "--may-fail", "preflight.yml"])
     out = capsys.readouterr()

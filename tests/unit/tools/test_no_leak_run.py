@@ -10,6 +10,7 @@ import sys
 import tarfile
 
 import pytest
+import yaml
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
 import no_leak_run
@@ -41,18 +42,52 @@ def test_clean_files_and_a_redacted_key_are_not_reported(tmp_path):
     assert no_leak_run.find_key(str(tmp_path), no_leak_run.key_forms(KEY)) == []
 
 
-def test_more_extra_vars_join_the_key_and_the_destination():
+PLANTED = {"API key": KEY, "bundle password": "bundlepw-noleak-0123456789abcdef", "HF token": "hf_noleak0123456789"}
+
+
+def test_more_extra_vars_join_the_planted_secrets_and_the_destination():
     more = {"vllm_service_options": {"max_num_seqs": 8}}
-    assert no_leak_run.runner_extravars(more, KEY, "/d") == {
-        "vllm_service_options": {"max_num_seqs": 8}, "vllm_service_api_key": KEY, "diagnostics_dest_dir": "/d"}
+    assert no_leak_run.runner_extravars(more, PLANTED, "/d", "http://10.0.0.1:8080/bundle") == {
+        "vllm_service_options": {"max_num_seqs": 8}, "vllm_service_api_key": KEY, "diagnostics_dest_dir": "/d",
+        "hf_token": PLANTED["HF token"],
+        "ascendai_bundle_url": "http://noleak:bundlepw-noleak-0123456789abcdef@10.0.0.1:8080/bundle"}
     assert more == {"vllm_service_options": {"max_num_seqs": 8}}
+    assert "ascendai_bundle_url" not in no_leak_run.runner_extravars({}, PLANTED, "/d")
 
 
 @pytest.mark.parametrize("more, message", [
     ({"vllm_service_api_key": "mine"}, "must not set vllm_service_api_key"),
     ({"diagnostics_dest_dir": "/x", "a": 1}, "must not set diagnostics_dest_dir"),
+    ({"hf_token": "x"}, "must not set hf_token"),
+    ({"ascendai_bundle_url": "http://u:p@h/"}, "must not set ascendai_bundle_url"),
     (["max_num_seqs"], "must hold a JSON object, not list"),
 ])
-def test_extra_vars_that_would_hide_the_key_or_are_no_object_are_refused(more, message):
+def test_extra_vars_that_would_hide_a_secret_or_are_no_object_are_refused(more, message):
     with pytest.raises(SystemExit, match=message):
-        no_leak_run.runner_extravars(more, KEY, "/d")
+        no_leak_run.runner_extravars(more, PLANTED, "/d")
+
+
+@pytest.mark.parametrize("url", ["ftp://h/b", "/srv/bundle", "http://user:pw@h/b"])
+def test_a_bundle_url_that_cannot_take_the_planted_password_is_refused(url):
+    with pytest.raises(SystemExit, match="--bundle-url"):
+        no_leak_run.plant_bundle_password(url, "pw")
+
+
+def test_the_plan_covers_every_playbook_and_every_job_template():
+    playbook_dir = os.path.join(os.path.dirname(__file__), "..", "..", "..", "playbooks")
+    runs = no_leak_run.plan_runs(playbook_dir)
+    names = [name for _label, name, _extra in runs]
+    on_disk = {f for f in os.listdir(playbook_dir) if f.endswith(".yml")}
+    # download.yml needs the internet (named with --playbook); awx/configure.yml talks to an AWX server
+    assert on_disk - set(names) == {"download.yml"}
+    assert names[0] == "site.yml"
+    labels = " ".join(label for label, _name, _extra in runs)
+    for template in yaml.safe_load(open(os.path.join(playbook_dir, "awx", "job_templates.yml"),
+                                        encoding="utf-8"))["awx_job_templates"]:
+        assert "AWX " + template["name"] in labels
+    k8s = [extra for _label, name, extra in runs if name == "awx/deploy_k8s.yml"]
+    assert k8s == [{"k8s_manifests_apply": False, "k8s_manifests_wait_timeout": 1800}]
+    assert [r[1] for r in no_leak_run.plan_runs(playbook_dir, ["bench.yml", "download.yml"])] == [
+        "bench.yml", "download.yml"]
+    with pytest.raises(SystemExit, match="not a playbook"):
+        no_leak_run.plan_runs(playbook_dir, ["nope.yml"])
