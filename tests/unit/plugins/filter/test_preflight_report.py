@@ -135,7 +135,8 @@ def test_preflight_playbook_is_a_thin_wrapper():
     # first the bootstrap's probe (which Python the modules run with; it installs nothing), then the role alone
     assert len(plays) == 2 and plays[0]["gather_facts"] is False
     probe = plays[0]["tasks"][0]
-    assert probe["ansible.builtin.include_role"] == {"name": "ascendai.vllm.python_runtime", "tasks_from": "bootstrap.yml"}
+    assert probe["ansible.builtin.include_role"] == {
+        "name": "ascendai.vllm.python_runtime", "tasks_from": "bootstrap.yml"}
     assert probe["vars"] == {"python_runtime_bootstrap_install": False}
     assert "vars" not in plays[1] and "tasks" not in plays[1]
     assert [r if isinstance(r, str) else r["role"] for r in plays[1]["roles"]] == ["ascendai.vllm.preflight"]
