@@ -158,8 +158,9 @@ def test_dashboard_has_npu_and_vllm_panels_with_p99():
     uids = {p["datasource"]["uid"] for p in dash["panels"] if "datasource" in p}
     assert uids == {"ascendai-prometheus"}
     datasource = yaml.safe_load(render("grafana-datasources.yml.j2", _monitoring_grafana_datasource_uid="x",
-                                       monitoring_grafana_prometheus_url=""))
-    assert datasource["datasources"][0]["url"] == "http://localhost:9090"
+                                       monitoring_grafana_prometheus_url="",
+                                       _monitoring_prometheus_url="http://127.0.0.1:9090"))
+    assert datasource["datasources"][0]["url"] == "http://127.0.0.1:9090"
 
 
 @needs_promtool
