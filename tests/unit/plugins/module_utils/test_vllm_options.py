@@ -129,3 +129,29 @@ def test_validate_with_parser_rejects_abbreviation_and_bad_values():
     problems = vo.validate_with_parser({"dtype": "half16"}, parser)
     assert "invalid choice: 'half16'" in problems[0]
     assert vo.validate_with_parser(["not", "a", "mapping"], parser) == ["the config must be a mapping, got list"]
+
+
+@pytest.mark.parametrize(("node", "table"), [
+    # exact match first: 0.10.1 and 0.10.1.1 are two releases with two tables
+    ("0.10.1", "0.10.1"), ("0.10.1+empty", "0.10.1"), ("0.10.1.1", "0.10.1.1"), ("0.10.1.1+cpu", "0.10.1.1"),
+    ("0.8.5.post1", "0.8.5.post1"), ("0.32.0+cpu", "0.32.0"),
+    # else the newest table at or before it in PEP 440 order
+    ("0.10.1.2", "0.10.1.1"), ("0.10.1.1.post1", "0.10.1.1"), ("0.23.0.post1", "0.23.0"), ("0.17.1", "0.17.0"),
+    # a pre-release sorts before its final release (vllm-ascend v0.11.0rc0 runs on vLLM 0.11.0rc3)
+    ("0.11.0rc3", "0.10.2"), ("0.11.0.dev5", "0.10.2"), ("0.8.5", "0.8.4"),
+])
+def test_release_lookup_is_exact_first_then_pep440(node, table):
+    assert vo.release_for(node) == table
+
+
+def test_release_lookup_for_0101_reads_the_0101_table():
+    # the two tables differ; the lookup of the older one must not return the newer one's
+    assert vo.release_options("0.10.1") is vo.release_options(vo.release_for("0.10.1"))
+    assert vo.release_for("0.10.1") != vo.release_for("0.10.1.1")
+
+
+def test_release_lookup_refuses_older_and_non_versions():
+    with pytest.raises(vo.OptionError, match="older than every release"):
+        vo.release_for("0.6.0")
+    with pytest.raises(vo.OptionError, match="not a version"):
+        vo.release_for("latest")
