@@ -4,11 +4,15 @@
 """Per-release facts of vLLM's ``vllm serve`` options, read from each release's own sources (PyPI sdists).
 
 For every vLLM release the compatibility matrix allows (``vllm_min``/``vllm_max`` of each row of
-``plugins/module_utils/compat_matrix.py``) plus the sandbox's vLLM (``--extra``, default 0.32.0) it writes
+``plugins/module_utils/compat_matrix.py``) plus the sandbox's vLLM and newer releases (``--extra``, default
+0.32.0, 0.33.0, 0.34.0) it writes
 
 * the release's option names with their kind, read with :mod:`ast` (no vLLM, torch or network import) from
   ``EngineArgs.add_cli_args`` (``vllm/engine/arg_utils.py``) and the OpenAI server's ``make_arg_parser``
-  (``vllm/entrypoints/openai/cli_args.py``, ``vllm/entrypoints/launchers/cli_args.py`` in 0.3x); options built
+  (``vllm/entrypoints/openai/cli_args.py``, ``vllm/entrypoints/launchers/cli_args.py`` in 0.29-0.32,
+  ``vllm/entrypoints/common/cli_args.py`` from 0.33) and the ``vllm serve`` sub-parser's own options
+  (``vllm/entrypoints/cli/serve.py``: ``--headless``, ``--data-parallel-start-rank``, ``--api-server-count`` in
+  0.9.x, ``--grpc`` in 0.18-0.19); options built
   from config dataclasses (``**get_kwargs(ModelConfig)["x"]``) take their kind from the field's annotation the
   way that release's ``get_kwargs`` does (a bool field gets ``argparse.BooleanOptionalAction``: ``--no-X``);
 * the release's ``--config FILE`` semantics, found by RUNNING that release's own ``FlexibleArgumentParser``
@@ -52,14 +56,20 @@ import urllib.request
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 FIXTURES = os.path.join(ROOT, "tests", "unit", "fixtures", "vllm-releases")
 OUTPUT = os.path.join(ROOT, "plugins", "module_utils", "vllm_release_options.py")
-EXTRA_VERSIONS = ("0.32.0",)
+# Besides the matrix's: the sandbox's vLLM (0.32.0) and the newer releases whose parsers the tables follow (0.33.0
+# moved the API server's options to vllm/entrypoints/common/cli_args.py).
+EXTRA_VERSIONS = ("0.32.0", "0.33.0", "0.34.0")
 # vLLM releases a matrix row names that PyPI never published (no sdist, no wheel): vllm-ascend v0.11.0rc0 was
 # built on vLLM v0.11.0rc3 (its Dockerfile's VLLM_TAG and doc row), a git tag only. No facts for them.
 NOT_ON_PYPI = ("0.11.0rc3",)
 SIMPLE_URL = "https://pypi.org/simple/vllm/"
 
 # Files of an sdist the facts are read from (paths inside the sdist, below its top directory).
-_KEEP = re.compile(r"^vllm/(engine/arg_utils\.py|entrypoints/(openai|launchers)/cli_args\.py"
+# The serve options live in EngineArgs.add_cli_args plus the API server's make_arg_parser: openai/cli_args.py,
+# launchers/cli_args.py in 0.3x, common/cli_args.py from 0.33. ``vllm serve``'s own sub-parser
+# (entrypoints/cli/serve.py) added --headless, --data-parallel-start-rank and --api-server-count itself in 0.9.x.
+_KEEP = re.compile(r"^vllm/(engine/arg_utils\.py|entrypoints/(openai|launchers|common)/cli_args\.py"
+                   r"|entrypoints/cli/serve\.py"
                    r"|config\.py|config/[^/]+\.py|utils\.py|utils/__init__\.py|utils/argparse_utils\.py)$")
 
 
@@ -318,7 +328,7 @@ def _parents(tree):
 def extract_options(files):
     """{option (snake_case): kind} of a release's API server, from its sources ({path: text})."""
     config_paths = [p for p in files if p == "vllm/config.py" or p.startswith("vllm/config/")]
-    arg_paths = [p for p in files if p.endswith("arg_utils.py") or p.endswith("cli_args.py")]
+    arg_paths = [p for p in files if p.endswith(("arg_utils.py", "cli_args.py", "cli/serve.py"))]
     trees = {p: ast.parse(files[p]) for p in config_paths + arg_paths}
     aliases = _module_aliases(trees.values())
     classes = _classes(trees.values())
@@ -492,14 +502,7 @@ def flexible_parser_class(files):
 
     source = files[utils_path(files)]
     tree = ast.parse(source)
-    wanted = {"FlexibleArgumentParser"} | set(_HELPERS)
-    nodes = []
-    for node in tree.body:
-        name = getattr(node, "name", None)
-        if name is None and isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-            name = node.targets[0].id
-        if name in wanted:
-            nodes.append(node)
+    nodes = [tree.body[index] for index in sorted(_needed_definitions(tree))]
     namespace = {
         "__name__": "vllm_release_utils", "argparse": argparse, "json": json, "re": re, "sys": sys, "yaml": yaml,
         "os": os, "logger": logging.getLogger("vllm_release_facts"), "defaultdict": collections.defaultdict,
@@ -507,6 +510,7 @@ def flexible_parser_class(files):
         "Action": argparse.Action, "Namespace": argparse.Namespace, "ArgumentDefaultsHelpFormatter":
         argparse.ArgumentDefaultsHelpFormatter, "RawDescriptionHelpFormatter": argparse.RawDescriptionHelpFormatter,
         "HelpFormatter": argparse.HelpFormatter, "deprecated": _deprecated, "textwrap": __import__("textwrap"),
+        "BooleanOptionalAction": argparse.BooleanOptionalAction,
     }
     for name in ("Any", "Dict", "List", "Optional", "Union", "NoReturn", "Sequence", "Callable", "Tuple"):
         namespace[name] = getattr(typing, name)
@@ -515,6 +519,37 @@ def flexible_parser_class(files):
     module = ast.Module(body=nodes, type_ignores=[])
     exec(compile(module, f"<vllm {utils_path(files)}>", "exec"), namespace)  # noqa: S102 - the release's code
     return namespace["FlexibleArgumentParser"], namespace.get("StoreBoolean")
+
+
+def _definitions(tree):
+    """{name: index in tree.body} of the module-level classes, functions and plain assignments."""
+    found = {}
+    for index, node in enumerate(tree.body):
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+            found[node.name] = index
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            found[node.targets[0].id] = index
+    return found
+
+
+def _needed_definitions(tree):
+    """Indexes (in tree.body) of FlexibleArgumentParser, the helpers of _HELPERS and every module-level definition
+    they name, transitively. A fixed list of helpers breaks when a release moves code out of the class into a new
+    module-level function (vLLM 0.33's ``_register_action``, called from ``add_argument``). ``logger`` is left
+    out: it is vLLM's init_logger, given as a plain logger."""
+    defined = _definitions(tree)
+    defined.pop("logger", None)
+    todo = [name for name in ("FlexibleArgumentParser", *_HELPERS) if name in defined]
+    needed = set()
+    while todo:
+        index = defined[todo.pop()]
+        if index in needed:
+            continue
+        needed.add(index)
+        for node in ast.walk(tree.body[index]):
+            if isinstance(node, ast.Name) and node.id in defined and defined[node.id] not in needed:
+                todo.append(node.id)
+    return needed
 
 
 def _deprecated(*_args, **_kwargs):
@@ -528,6 +563,25 @@ def release_parser(files, options):
     parser_cls, store_boolean = flexible_parser_class(files)
     parser = parser_cls(prog="vllm-release-probe")
     parser.add_argument("--config", type=str)
+    return add_release_options(parser, store_boolean, options)
+
+
+def cli_parser(files, options):
+    """``(top, serve)``: vLLM's CLI as its ``main()`` builds it, the release's FlexibleArgumentParser with a
+    ``serve`` sub-parser (same class) holding the model positional, ``--config`` and the release's options, each
+    added through that release's own ``add_argument``. Copying finished actions into another parser would not
+    do: vLLM 0.33 hides ``--no-enable-X`` from an action's option strings once the parser has registered it."""
+    parser_cls, store_boolean = flexible_parser_class(files)
+    top = parser_cls(prog="vllm")
+    serve = top.add_subparsers(dest="subparser").add_parser("serve")
+    serve.add_argument("model_tag")
+    serve.add_argument("--config", type=str)
+    add_release_options(serve, store_boolean, options)
+    return top, serve
+
+
+def add_release_options(parser, store_boolean, options):
+    """Add ``options`` ({name: kind}) to ``parser`` as argparse actions of their kinds; returns the parser."""
     for name, kind in options.items():
         flag = "--" + name.replace("_", "-")
         if kind == "f":

@@ -62,12 +62,7 @@ def _serve_parser(version):
     holding that release's options and the model positional (required, as in vLLM 0.7.3)."""
     files = facts_tool.read_release(os.path.join(facts_tool.FIXTURES, f"vllm-{version}.tar.xz"))
     options = dict(word.split(":") for word in "".join(RELEASES[version]["options"]).split())
-    parser_cls, _unused = facts_tool.flexible_parser_class(files)
-    top = parser_cls(prog="vllm")
-    serve = top.add_subparsers(dest="subparser").add_parser("serve")
-    serve.add_argument("model_tag")
-    for action in facts_tool.release_parser(files, options)._actions[1:]:  # [0] is --help
-        serve._add_action(action)  # pylint: disable=protected-access
+    top, _serve = facts_tool.cli_parser(files, options)
     return top, options
 
 
@@ -75,7 +70,7 @@ def _serve_parser(version):
 def test_serve_argv_reaches_every_release_loader_with_headless_data_parallel(version, tmp_path):
     top, options = _serve_parser(version)
     wanted = {"max_model_len": 1024}
-    if "headless" in options:  # vLLM 0.10.0 on (the table reads make_arg_parser)
+    if "headless" in options:  # vLLM 0.9.0 on (serve sub-parser in 0.9.x, make_arg_parser from 0.10.0)
         wanted.update(headless=True, data_parallel_start_rank=2, data_parallel_size=4, data_parallel_size_local=2,
                       data_parallel_address="192.168.10.11", data_parallel_rpc_port=13389)
     config = vo.render_config(wanted, model="/models/m", served_model_name="m", vllm_version=version)

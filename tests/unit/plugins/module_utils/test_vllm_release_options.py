@@ -112,11 +112,7 @@ def _parse_with_release(version, config, tmp_path):
     (vLLM's CLI: the release's FlexibleArgumentParser with a ``serve`` sub-parser holding the release's options)."""
     path = tmp_path / "vllm.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
-    parser = facts_tool.flexible_parser_class(_files(version))[0](prog="vllm")
-    serve = parser.add_subparsers(dest="subparser").add_parser("serve")
-    serve.add_argument("model_tag")
-    for action in facts_tool.release_parser(_files(version), _options(version))._actions[1:]:  # [0]: --help
-        serve._add_action(action)  # pylint: disable=protected-access
+    parser, _serve = facts_tool.cli_parser(_files(version), _options(version))
     return parser.parse_args(_service_argv(str(path)))
 
 
@@ -190,3 +186,46 @@ def test_node_check_accepts_the_rendering_for_vllm_0110(tmp_path):
     path.write_text(yaml.safe_dump(vo.render_config(_INTENT, model="/m", vllm_version="0.11.0"), sort_keys=False))
     parser = facts_tool.release_parser(_files("0.11.0"), _options("0.11.0"))
     assert vo.check_config_file(str(path), parser) == []
+
+
+def test_serve_subparser_options_of_09x_are_in_their_tables():
+    # vLLM 0.9.x added --headless, --data-parallel-start-rank (and from 0.9.1 --api-server-count) on the `vllm serve`
+    # sub-parser itself (vllm/entrypoints/cli/serve.py, ServeSubcommand.subparser_init), not in make_arg_parser.
+    for version in ("0.9.0", "0.9.1", "0.9.2"):
+        options = _options(version)
+        assert (options.get("headless"), options.get("data_parallel_start_rank")) == ("f", "v"), version
+        assert options.get("api_server_count") == (None if version == "0.9.0" else "v"), version
+    # vLLM 0.18-0.19: --grpc, added after make_arg_parser in the same place
+    assert _options("0.18.0")["grpc"] == _options("0.19.1")["grpc"] == "f"
+
+
+def test_vllm_033_and_034_read_from_common_cli_args():
+    # vLLM 0.33 moved make_arg_parser to vllm/entrypoints/common/cli_args.py: the API server's options (port,
+    # headless, api_server_count, ...) come from there, and no 0.32 option is lost.
+    for version in ("0.33.0", "0.34.0"):
+        files = _files(version)
+        assert "vllm/entrypoints/common/cli_args.py" in files
+        options = _options(version)
+        assert set(_options("0.32.0")) <= set(options), sorted(set(_options("0.32.0")) - set(options))
+        assert {"port", "host", "headless", "api_server_count", "enable_auto_tool_choice"} <= set(options)
+        assert RELEASES[version]["config"]["false"] == "no_flag"
+
+
+def test_release_parser_runs_module_level_helpers_the_class_calls():
+    # vLLM 0.33's FlexibleArgumentParser.add_argument calls a module-level _register_action: the executed class must
+    # bring the module-level definitions it names (transitively), whatever their names.
+    files = dict(_files("0.32.0"))
+    files["vllm/utils/argparse_utils.py"] = (
+        "import argparse\n"
+        "def _note(action, seen):\n    seen.add(_name_of(action))\n"
+        "def _name_of(action):\n    return action.dest\n"
+        "class FlexibleArgumentParser(argparse.ArgumentParser):\n"
+        "    def __init__(self, *args, **kwargs):\n        self._seen = set()\n"
+        "        super().__init__(*args, **kwargs)\n"
+        "    def add_argument(self, *args, **kwargs):\n"
+        "        action = super().add_argument(*args, **kwargs)\n        _note(action, self._seen)\n"
+        "        return action\n")
+    parser_cls, _unused = facts_tool.flexible_parser_class(files)
+    parser = parser_cls(prog="probe")
+    parser.add_argument("--x")
+    assert "x" in parser._seen  # pylint: disable=protected-access

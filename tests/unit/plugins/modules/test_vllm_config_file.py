@@ -40,11 +40,7 @@ def _serve_parser(version="0.32.0"):
     """``(serve, top, validate)`` as module_utils' vllm_serve_parser returns them, from the release's own source."""
     files = facts_tool.read_release(os.path.join(facts_tool.FIXTURES, f"vllm-{version}.tar.xz"))
     options = dict(word.split(":") for word in "".join(RELEASES[version]["options"]).split())
-    top = facts_tool.flexible_parser_class(files)[0](prog="vllm")
-    serve = top.add_subparsers(dest="subparser").add_parser("serve")
-    serve.add_argument("model_tag")
-    for action in facts_tool.release_parser(files, options)._actions[1:]:  # [0] is --help
-        serve._add_action(action)  # pylint: disable=protected-access
+    top, serve = facts_tool.cli_parser(files, options)
     return serve, top, None
 
 
