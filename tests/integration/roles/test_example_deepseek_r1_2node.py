@@ -203,3 +203,17 @@ def test_the_headless_node_is_served_first(tmp_path):
     # serial 1: one batch per host, in inventory order
     assert re.findall(r"^ok: \[(r1-node\d)\]", proc.stdout, re.M) == ["r1-node1", "r1-node0"]
     assert proc.stdout.count("PLAY [") == 2
+
+
+def test_the_inventory_pins_the_tutorials_release():
+    """The tutorial is v0.23.0's: both nodes pin vllm-ascend 0.23.0 (the one stack input), whose row runs vLLM 0.23.0
+    (the release whose parser the other tests use); unpinned, the default bundle gives v0.18.0."""
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"))
+    for host in ADDRESSES:
+        proc = subprocess.run([os.path.join(BIN, "ansible-inventory"), "-i", INVENTORY, "--host", host], cwd=ROOT,
+                              env=env, capture_output=True, text=True, timeout=120, check=True)
+        assert json.loads(proc.stdout)["vllm_ascend_version"] == "0.23.0", host
+    assert os.path.exists(TUTORIAL.format("node0")) and "v0.23.0" in TUTORIAL
+    from ansible_collections.ascendai.vllm.plugins.module_utils import compat_matrix  # noqa: PLC0415
+    row = next(r for r in compat_matrix.all_rows() if r["vllm_ascend"] == "0.23.0")
+    assert row["vllm_versions"] == [VLLM]
