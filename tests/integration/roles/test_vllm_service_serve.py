@@ -216,7 +216,7 @@ def test_the_option_table_follows_the_installed_release(installed, pinned, versi
 def test_a_headless_node_is_not_health_gated():
     with open(os.path.join(ROLE, "tasks", "main.yml"), encoding="utf-8") as handle:
         tasks = yaml.safe_load(handle)
-    gate = [task for task in tasks if task["ansible.builtin.import_tasks"] == "health.yml"][0]
+    gate = [task for task in tasks if task.get("ansible.builtin.import_tasks") == "health.yml"][0]
     for headless, gated in ((True, False), (False, True)):
         context = {"vllm_service_health_gate": True, "vllm_service_options": {"headless": headless}}
         context["_vllm_service_headless"] = _render(_vars()["_vllm_service_headless"], **context)
