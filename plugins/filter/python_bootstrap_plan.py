@@ -10,7 +10,7 @@ version_added: 0.5.0
 author:
   - ascendai.vllm contributors (@ascendai)
 description:
-  - ansible-core refuses target Pythons older than its floor (C(_PY_MIN) in C(ansible/module_utils/basic.py):
+  - ansible-core refuses target Pythons older than its floor (C(_PY_MIN) in C(ansible/module_utils/basic.py),
     3.8 from ansible-core 2.18). Kylin V10's python3 is 3.7.
   - Reads the output of the bootstrap's C(raw) probe (one line per interpreter found, C(<path> <version>)) and says
     whether an accepted Python is there, or the bundle's relocatable CPython must be unpacked first.

@@ -121,7 +121,7 @@ driver_version:
   type: str
   sample: 23.0.6
 healthy:
-  description: True when every NPU is known to be healthy (see the notes: the gate fails closed).
+  description: True when every NPU is known to be healthy (see the notes; the gate fails closed).
   returned: success
   type: bool
 unhealthy:

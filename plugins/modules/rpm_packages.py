@@ -11,7 +11,7 @@ short_description: Make sure RPM packages are installed, with rpm -q and the dnf
 version_added: 0.5.0
 description:
   - Asks C(rpm -q) (then C(rpm -q --whatprovides)) which of O(name) are missing, and installs only those with
-    C(dnf install -y). What is installed is known before anything changes: a re-run changes nothing, and check mode
+    C(dnf install -y). What is installed is known before anything changes, so a re-run changes nothing, and check mode
     reports the packages it would install.
   - For nodes whose system Python ansible-core refuses. M(ansible.builtin.dnf) needs the dnf Python bindings and
     re-spawns itself under the system Python that has them (ansible-core C(modules/dnf.py),
