@@ -1482,6 +1482,7 @@ def set_attributes(dest, files, owner=None, group=None, mode=None, directory_mod
     mode: not fetched) are passed over. Returns True when anything was (or, in check mode, would be) changed."""
     if owner is None and group is None and mode is None and directory_mode is None:
         return False
+
     def resolve(lookup, name):
         if name in (None, ""):
             return -1

@@ -65,7 +65,7 @@ def parse_probe(stdout):
     found = []
     for line in str(stdout or "").splitlines():
         match = _LINE.match(line.strip())
-        if match and all(match.group("path") != path for path, _ in found):
+        if match and all(match.group("path") != seen[0] for seen in found):
             found.append((match.group("path"), match.group("version")))
     return found
 

@@ -134,7 +134,7 @@ def main():
                 "bundle's repository) carry them: dnf list --available %s"
                 % (", ".join(missing), rc, (err or out).strip()[-800:], " ".join(missing)),
             stdout=out, stderr=err, **result)
-    rc, out, _ = module.run_command(query_argv(rpm, missing, whatprovides=True), environ_update=_LOCALE)
+    rc, out, err = module.run_command(query_argv(rpm, missing, whatprovides=True), environ_update=_LOCALE)
     still = not_installed(out, missing, whatprovides=True)
     if still:
         module.fail_json(msg="dnf said it installed %s, but rpm -q does not find %s" % (

@@ -72,7 +72,8 @@ def _images() -> dict:
 
 
 def sh(name: str, script: str, check: bool = True) -> subprocess.CompletedProcess:
-    res = subprocess.run(["docker", "exec", name, "bash", "-c", script], capture_output=True, text=True)
+    res = subprocess.run(["docker", "exec", name, "bash", "-c", script], capture_output=True, text=True,
+                         check=False)
     if check and res.returncode:
         raise AssertionError(f"{script!r} rc={res.returncode}\n{res.stdout}\n{res.stderr}")
     return res
@@ -83,7 +84,7 @@ def node(request):
     spec = dict(NODES[request.param], name=request.param)
     # KYLIN_IMAGE / OPENEULER_IMAGE in the environment name an image to check instead of the recipe's
     image = os.environ.get(spec["image_var"]) or _images()[spec["image_var"]]
-    if subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode:
+    if subprocess.run(["docker", "image", "inspect", image], capture_output=True, check=False).returncode:
         pytest.fail(f"{image} is not built: tools/sandbox-host.sh rpm-nodes")
     name = f"rpm-node-test-{request.param.replace('.', '')}-{uuid.uuid4().hex[:6]}"
     # The settings of the Molecule platform (tests/simulator/README.md, tests/rpm_nodes/README.md).
@@ -93,7 +94,7 @@ def node(request):
                     "--tmpfs", "/tmp", image, "/lib/systemd/systemd"], check=True, capture_output=True)
     try:
         state = ""
-        for _ in range(60):
+        for _attempt in range(60):
             state = sh(name, "systemctl is-system-running", check=False).stdout.strip()
             if state in ("running", "degraded"):
                 break
@@ -101,7 +102,7 @@ def node(request):
         assert state == "running", f"systemd: {state}; failed: {sh(name, 'systemctl --failed', check=False).stdout}"
         yield dict(spec, container=name)
     finally:
-        subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
 
 
 def setup_facts(node, interpreter=None):
@@ -110,7 +111,7 @@ def setup_facts(node, interpreter=None):
     if interpreter:
         argv += ["-e", f"ansible_python_interpreter={interpreter}"]
     env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
-    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=env)
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=env, check=False)
 
 
 def test_release_files(node):

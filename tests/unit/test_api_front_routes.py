@@ -59,7 +59,7 @@ def role_vars(os_name="Debian", **override):
     values.update(_yaml(os.path.join(ROLE, "vars", f"{os_name}.yml")))
     values.update(override)
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    for _ in range(5):  # values naming other values
+    for _round in range(5):  # values naming other values
         values = {k: env.from_string(v).render(**values).strip() if isinstance(v, str) and "{{" in v else v
                   for k, v in values.items()}
     values["ansible_managed"] = "Ansible managed"

@@ -43,7 +43,7 @@ def fake_systemctl(tmp_path, monkeypatch, active):
 def play(entry, **variables):
     return [{"hosts": "localhost", "gather_facts": False, "vars": variables, "tasks": [
         {"name": "Entry point", "ansible.builtin.include_role": {"name": "ascendai.vllm.ascend_driver",
-                                                                   "tasks_from": entry}},
+                                                                 "tasks_from": entry}},
         {"name": "Show what was stopped", "ansible.builtin.debug": {"var": "ascend_driver_stopped_units"}}]}]
 
 

@@ -27,9 +27,9 @@ PASSWORD = "scrape-secret"
 
 def _play(tmp_path, tasks_from, extra_tasks=()):
     tasks = [{"name": "Preflight", "ansible.builtin.include_role": {"name": "ascendai.vllm.monitoring",
-                                                                     "tasks_from": "preflight.yml"}}]
+                                                                    "tasks_from": "preflight.yml"}}]
     tasks += [{"name": f"Run {name}", "ansible.builtin.include_role": {"name": "ascendai.vllm.monitoring",
-                                                                        "tasks_from": name}} for name in tasks_from]
+                                                                       "tasks_from": name}} for name in tasks_from]
     return [{"hosts": "localhost", "gather_facts": True, "tasks": tasks + list(extra_tasks)}]
 
 

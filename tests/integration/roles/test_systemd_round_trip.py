@@ -111,7 +111,6 @@ class Systemd:
         out["LoadState"] = load
         return out
 
-
     def exec_word(self, word):
         """What a service started from ``ExecStart=/usr/bin/echo -n <word>`` is given as that word: D-Bus shows the
         command line before systemd substitutes the environment (``$$``), so the service is run."""
@@ -153,7 +152,7 @@ def systemd():
 
 
 _SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                             HealthCheck.too_slow])
+                                                                            HealthCheck.too_slow])
 _NO_CONTROL = st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=24)
 _HOSTILE = st.one_of(
     _NO_CONTROL,

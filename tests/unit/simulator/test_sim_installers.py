@@ -254,7 +254,7 @@ def test_installer_fails_midway_once(node, packages, kind):
 @pytest.mark.parametrize("kind,rel,expected", [
     # the driver's installer reads ./version.info at the top (env_check.sh getVersionInRunFile, ver_check.sh#L100)
     ("driver", "version.info", {"Version": "25.5.1", "Innerversion": "V100R001C23SPC006B220",
-                                       "compatible_version_fw": "[7.0.0,7.8.99]"}),
+                                "compatible_version_fw": "[7.0.0,7.8.99]"}),
     ("firmware", "firmware/version.info", {"Version": "7.8.0.6.201", "package_version": "25.5.1",
                                            "compatible_version_drv": "[24.1.rc1,24.1.rc3.],[24.1.0,24.1.0.],"
                                                                      "[25.0.rc1,25.5.1.]"}),

@@ -232,7 +232,7 @@ def test_file_attributes_go_to_dest_its_directories_and_files(tmp_path):
     assert bundle.apply_file_attributes(_Module(), dest, files, False, owner=str(os.getuid()),
                                         group=str(os.getgid()), mode="0640", directory_mode="0750") is True
     assert _modes(dest, dirs + files[:2]) == {"": 0o750, "sub": 0o750, bundle.STATE_DIR: 0o750,
-                                               "config.json": 0o640, "sub/w.safetensors": 0o640}
+                                              "config.json": 0o640, "sub/w.safetensors": 0o640}
     assert bundle.apply_file_attributes(_Module(), dest, files, False, mode="0640", directory_mode="0750") is False
     assert bundle.apply_file_attributes(_Module(), dest, files, True) is True
     os.chmod(os.path.join(dest, "config.json"), 0o600)

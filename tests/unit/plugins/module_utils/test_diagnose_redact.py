@@ -209,7 +209,7 @@ def test_next_line_values_hypothesis(key, secret, indent, style):
     else:
         body = f"{key}:\n{inner}- {secret}\n{inner}- {secret}\n"
     text = f"{indent}model: /m\n" + "".join(indent + line + "\n" if line else "\n"
-                                             for line in body.splitlines()) + f"{indent}port: 8000\n"
+                                            for line in body.splitlines()) + f"{indent}port: 8000\n"
     assert_hidden(redact(text), secret, ["model: /m", f"{indent}port: 8000"])
 
 

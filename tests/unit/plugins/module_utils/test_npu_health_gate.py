@@ -157,7 +157,7 @@ def test_error_code_beside_ok_is_unhealthy():
 def test_several_codes_on_a_second_chip():
     a3 = parse_info(load("npu-smi-info-a3-ascend910-8npu-16die-busy-with-procs-vllm-ascend-issue3002.txt"))
     merged = npu_smi.merge_health([dict(_detail("OK"), chip_id=0), dict(_detail("OK", "8C03A000 A4025021"),
-                                                                         chip_id=1)])
+                                                                        chip_id=1)])
     facts = summarize(a3, healths={4: merged})
     assert [(u["npu_id"], u["error_codes"]) for u in facts["unhealthy"]] == [(4, ["8C03A000", "A4025021"])]
 
