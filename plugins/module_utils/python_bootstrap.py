@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import re
 
-# ansible-core's target floor by release, for cores whose basic.py has no _PY_MIN (2.16 and 2.17). Sources:
-# ansible-core 2.16 and 2.17 porting guides ("Python 2.7 and 3.6 ... targets" / "3.7 ... targets").
-_FLOOR_BY_CORE = (((2, 18), (3, 8)), ((2, 17), (3, 7)), ((0, 0), (3, 6)))
+# ansible-core's target floor by release. The running core's own _PY_MIN wins (installed_core_floor); this table
+# answers for a core named by version only. Sources: _PY_MIN in ansible/module_utils/basic.py of the wheels on PyPI,
+# (3, 8) in 2.18.0-2.19.14 and (3, 9) in 2.20.0 and 2.21.5; for 2.16 and 2.17, which have no _PY_MIN, their porting
+# guides ("Python 2.7 and 3.6 ... targets" / "3.7 ... targets").
+_FLOOR_BY_CORE = (((2, 20), (3, 9)), ((2, 18), (3, 8)), ((2, 17), (3, 7)), ((0, 0), (3, 6)))
 
 _LINE = re.compile(r"^(?P<path>/\S+) (?P<version>[0-9]{1,3}\.[0-9]{1,3}(?:\.[0-9]{1,3})?)\s*$")
 _CORE = re.compile(r"^\s*([0-9]+)\.([0-9]+)")
