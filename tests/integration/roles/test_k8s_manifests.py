@@ -1,19 +1,37 @@
 """Role k8s_manifests: run it with ansible-playbook against localhost, validate every rendered object against the
-Kubernetes OpenAPI schemas (kubernetes-validate, strict: unknown fields fail) and check what the cluster will run."""
+Kubernetes OpenAPI schemas (kubernetes-validate, strict: unknown fields fail) and check what the cluster will run.
+
+With a key the pod runs role api_front's nginx as a sidecar (issue 28: vLLM's --api-key guards only some path
+prefixes): vLLM on the pod's loopback, the front's port the only one published, the probes through the front, the
+nginx configuration rendered from api_front's template, and the key only in the Secret. The front's configuration and
+its init step run here in the real nginx (Debian package nginx, as tests/unit/test_api_front_routes.py) and in the
+shells of the stock nginx images (dash; busybox where installed)."""
 
 from __future__ import annotations
 
+import http.client
+import http.server
+import importlib.util
 import json
 import math
 import os
+import re
+import shutil
+import socket
+import stat
+import string
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import kubernetes_validate
 import pytest
 import yaml
+from ansible.errors import AnsibleFilterError
 
+from ansible_collections.ascendai.vllm.plugins.filter.nginx_bearer_regex import nginx_bearer_regex
 from ansible_collections.ascendai.vllm.plugins.module_utils.service_env import service_env
 from ansible_collections.ascendai.vllm.plugins.module_utils.vllm_options import render_config
 
@@ -25,6 +43,16 @@ K8S_VERSIONS = ("1.28.0", kubernetes_validate.latest_version())
 # Facts 7.2: the driver files vllm-ascend's docker run lines mount.
 DRIVER_PATHS = ["/usr/local/dcmi", "/usr/local/bin/npu-smi", "/usr/local/Ascend/driver/lib64",
                 "/usr/local/Ascend/driver/version.info", "/etc/ascend_install.info"]
+
+# The key of the "front" scenario: every character nginx or YAML could read otherwise, so that any form of it in a
+# rendered file (plain, JSON-escaped, the nginx pattern) is found.
+KEY = 'k8s-Key.Of+The/Front=~"x;y{z}$w\\v\'u'
+NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+needs_nginx = pytest.mark.skipif(NGINX is None, reason="nginx (Debian package nginx) not installed")
+# The stock nginx images' shells: Debian's dash and mawk, Alpine's busybox sh and awk.
+SHELLS = [pytest.param([shell], id=shell) for shell in ("dash", "sh") if shutil.which(shell)][:1] + \
+    [pytest.param(["busybox", "sh"], id="busybox",
+                  marks=pytest.mark.skipif(shutil.which("busybox") is None, reason="busybox not installed"))]
 
 SCENARIOS = {
     "single": {
@@ -54,6 +82,20 @@ SCENARIOS = {
         "k8s_manifests_shm_size": "64Gi",
         "k8s_manifests_service_type": "NodePort",
     },
+    # The front with the key given, other names and ports, on the node's network.
+    "front": {
+        "k8s_manifests_name": "llm",
+        "k8s_manifests_port": 8080,
+        "k8s_manifests_backend_port": 19000,
+        "k8s_manifests_service_port": 80,
+        "k8s_manifests_api_key": KEY,
+        "k8s_manifests_api_key_secret": "llm-key",
+        "k8s_manifests_api_key_secret_key": "token",
+        "k8s_manifests_host_network": "yes",
+        "k8s_manifests_front_image": "registry.example.com/mirror/nginx:1.30.6",
+    },
+    "same_port": {"k8s_manifests_backend_port": 8000},
+    "bad_key": {"k8s_manifests_api_key": "two words-" + KEY},
     "guide_resource": {"k8s_manifests_npu_resource": "huawei.com/ascend-910b"},
     "bad_option": {"k8s_manifests_vllm_options": {"swap_space": 4}},
     # vllm-ascend 0.11.0's image runs vLLM 0.11.0, which still has swap_space (removed in 0.18.0)
@@ -114,12 +156,29 @@ def _container(docs):
     return _by_kind(docs)["Deployment"]["spec"]["template"]["spec"]["containers"][0]
 
 
+def _pod(docs):
+    return _by_kind(docs)["Deployment"]["spec"]["template"]["spec"]
+
+
+def _front(docs):
+    return next(c for c in _pod(docs)["containers"] if c["name"] == "front")
+
+
+def _inputs(scenario):
+    """The scenario's values over the role's defaults (the ones these tests need)."""
+    values = {"k8s_manifests_name": "vllm", "k8s_manifests_port": 8000, "k8s_manifests_backend_port": 18000,
+              "k8s_manifests_service_port": 8000, "k8s_manifests_api_key_secret": "vllm-api-key",
+              "k8s_manifests_api_key_secret_key": "api-key"}
+    values.update(SCENARIOS[scenario])
+    return values
+
+
 @pytest.mark.parametrize("version", K8S_VERSIONS)
-@pytest.mark.parametrize("scenario", ["single", "multi"])
+@pytest.mark.parametrize("scenario", ["single", "multi", "front"])
 def test_every_object_validates_against_the_kubernetes_schema(runs, scenario, version):
     docs, texts = _ok(runs, scenario)
     expected = {"configmap.yaml", "deployment.yaml", "service.yaml"}
-    if scenario == "single":
+    if scenario != "multi":
         expected.add("namespace.yaml")
     assert set(docs) == expected
     for name, file_docs in docs.items():
@@ -153,11 +212,13 @@ def test_cpu_and_memory_when_asked(runs):
 
 @pytest.mark.parametrize("scenario,budget", [("single", 1800), ("multi", 3605)])
 def test_probes_on_health_and_a_long_startup_budget(runs, scenario, budget):
-    container = _container(_ok(runs, scenario)[0])
-    port_names = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert port_names == {"http": 8000}
+    docs, _unused = _ok(runs, scenario)
+    container = _container(docs)
+    # with the front (single) the port clients and the kubelet reach is the front's; without (multi) vLLM's own
+    published = _front(docs) if scenario == "single" else container
+    assert {p["name"]: p["containerPort"] for p in published["ports"]} == {"http": 8000}
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-        assert container[probe]["httpGet"] == {"path": "/health", "port": "http"}, probe
+        assert container[probe]["httpGet"] == {"path": "/health", "port": 8000}, probe
     startup = container["startupProbe"]
     assert startup["failureThreshold"] == math.ceil(budget / startup["periodSeconds"])
     assert startup["failureThreshold"] * startup["periodSeconds"] >= budget
@@ -218,7 +279,8 @@ def test_configmap_holds_the_vllm_config_that_the_command_reads(runs, scenario):
     options = {"tensor_parallel_size": inputs.get("k8s_manifests_tensor_parallel_size", 8), "max_model_len": 4096,
                "gpu_memory_utilization": 0.9}
     options.update(inputs.get("k8s_manifests_vllm_options", {}))
-    options.update({"host": "0.0.0.0", "port": 8000})
+    # with a key (single) vLLM listens behind the front, on the pod's loopback only
+    options.update({"host": "127.0.0.1", "port": 18000} if scenario == "single" else {"host": "0.0.0.0", "port": 8000})
     model = f"{inputs.get('k8s_manifests_model_mount', '/models')}/" \
             f"{inputs.get('k8s_manifests_model_dir', 'deepseek-llm-67b-chat')}"
     assert config == render_config(options, model=model,
@@ -229,6 +291,7 @@ def test_configmap_holds_the_vllm_config_that_the_command_reads(runs, scenario):
     pod = kinds["Deployment"]["spec"]["template"]["spec"]
     config_volume = next(v for v in pod["volumes"] if v["name"] == "config")
     assert config_volume["configMap"]["name"] == kinds["ConfigMap"]["metadata"]["name"]
+    assert config_volume["configMap"]["items"] == [{"key": "config.yaml", "path": "config.yaml"}]
     assert {"name": "config", "mountPath": "/etc/vllm", "readOnly": True} in container["volumeMounts"]
     if scenario == "single":
         assert config["no-enable-prefix-caching"] is True  # read the same by api_server and `vllm serve`
@@ -278,7 +341,7 @@ def test_options_follow_the_vllm_of_the_image_tag(runs):
     assert config["swap-space"] == 4
     # vLLM 0.11.0's --config loader would pass a mapping on as str(dict): rendered in the form 0.11.0 reads
     assert config == render_config(dict(SCENARIOS["old_image"]["k8s_manifests_vllm_options"], tensor_parallel_size=8,
-                                        max_model_len=4096, gpu_memory_utilization=0.9, host="0.0.0.0", port=8000),
+                                        max_model_len=4096, gpu_memory_utilization=0.9, host="127.0.0.1", port=18000),
                                    model="/models/deepseek-llm-67b-chat", served_model_name="deepseek-67b",
                                    vllm_version="0.11.0")
 
@@ -288,3 +351,302 @@ def test_removed_vllm_option_fails_before_anything_is_written(runs):
     assert rc != 0
     assert "swap_space" in output
     assert not docs
+
+
+# ------------------------------------------------------------------------------------- the API front (issue 28)
+def _api_front_module():
+    """tests/unit/test_api_front_routes.py: its renderer of role api_front's template (the role's defaults, vars and
+    OS vars, resolved as Ansible would), the one whose output that test runs in nginx against every vLLM route."""
+    spec = importlib.util.spec_from_file_location(
+        "api_front_routes_for_k8s", os.path.join(ROOT, "tests", "unit", "test_api_front_routes.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+API_FRONT = _api_front_module()
+
+
+def _front_conf(docs):
+    return _by_kind(docs)["ConfigMap"]["data"]["front-nginx.conf"]
+
+
+def _front_script(docs):
+    return _by_kind(docs)["ConfigMap"]["data"]["front-keys.sh"]
+
+
+@pytest.mark.parametrize("scenario", ["single", "front"])
+def test_only_the_front_port_is_published_and_vllm_binds_loopback(runs, scenario):
+    values = _inputs(scenario)
+    port, backend = values["k8s_manifests_port"], values["k8s_manifests_backend_port"]
+    docs, _unused = _ok(runs, scenario)
+    kinds = _by_kind(docs)
+    pod = _pod(docs)
+    config = yaml.safe_load(kinds["ConfigMap"]["data"]["config.yaml"])
+    # vLLM reads host and port from its --config file only
+    assert (config["host"], config["port"]) == ("127.0.0.1", backend)
+    vllm = _container(docs)
+    assert vllm["name"] == "vllm" and "ports" not in vllm
+    assert not any(arg in ("--host", "--port") or arg.startswith(("--host=", "--port=")) for arg in vllm["command"])
+    published = [(c["name"], p["containerPort"]) for c in pod["containers"] + pod.get("initContainers", [])
+                 for p in c.get("ports", [])]
+    assert published == [("front", port)]
+    service = kinds["Service"]["spec"]["ports"]
+    assert [(p["port"], p["targetPort"]) for p in service] == [(values["k8s_manifests_service_port"], "http")]
+    assert _front(docs)["ports"] == [{"name": "http", "containerPort": port, "protocol": "TCP"}]
+    assert backend not in [p["port"] for p in service]
+    # nginx listens on every address of the pod and forwards to vLLM's loopback port
+    conf = _front_conf(docs)
+    assert re.findall(r"^ *listen (\S+);$", conf, re.M) == [f"0.0.0.0:{port}"]
+    assert re.findall(r"^ *server (\S+) max_fails", conf, re.M) == [f"127.0.0.1:{backend}"]
+
+
+@pytest.mark.parametrize("scenario", ["single", "front"])
+def test_probes_reach_health_through_the_front(runs, scenario):
+    """The kubelet probes the pod's address, where only nginx listens; /health is open there and forwarded."""
+    docs, _unused = _ok(runs, scenario)
+    port = _inputs(scenario)["k8s_manifests_port"]
+    for container in _pod(docs)["containers"]:
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            if probe in container:
+                assert container[probe] == dict(container[probe], httpGet={"path": "/health", "port": port})
+    assert all(p in _container(docs) for p in ("startupProbe", "livenessProbe", "readinessProbe"))
+    conf = _front_conf(docs)
+    assert re.findall(r"location = (\S+) \{", conf) == ["/health", "/metrics"]
+    backend = _inputs(scenario)["k8s_manifests_backend_port"]
+    assert "proxy_pass http://{}_servers/health;".format(conf.split("upstream ")[1].split("_servers")[0]) in conf
+    assert f"127.0.0.1:{backend}" in conf
+
+
+@pytest.mark.parametrize("scenario", ["single", "front"])
+def test_the_front_configuration_is_api_fronts_template_for_the_same_inputs(runs, scenario):
+    """One source of the routing rules: the ConfigMap's nginx configuration is what role api_front's template (with
+    api_front's own defaults and derived values) renders for the pod's name, ports, the stock image's worker user,
+    the container's log and the key file; and apart from where the keys come from and where it logs, the same text
+    as the systemd front's for the same name, ports and key."""
+    values = _inputs(scenario)
+    name = values["k8s_manifests_name"] + "-front"
+    common = {"api_front_name": name, "api_front_port": values["k8s_manifests_port"],
+              "api_front_upstreams": [f"127.0.0.1:{values['k8s_manifests_backend_port']}"]}
+    pod_values = dict(common, api_front_api_keys=[], _api_front_worker_user="nginx", _api_front_run_dir=f"/run/{name}",
+                      _api_front_state_dir=f"/var/lib/{name}", _api_front_access_log="/dev/stdout",
+                      _api_front_keys_file=f"/run/{name}/keys.map")
+    conf = _front_conf(_ok(runs, scenario)[0])
+    assert conf.rstrip("\n") == API_FRONT.render(**pod_values).rstrip("\n")
+
+    systemd = API_FRONT.render(**dict(common, api_front_api_keys=[KEY])).splitlines()
+    pod = conf.splitlines()
+    key_line = f'        "{nginx_bearer_regex(KEY)}" 1;'
+    include_line = f"        include /run/{name}/keys.map;"
+    assert pod.count(include_line) == 1 and systemd.count(key_line) == 1
+    # before http: besides the header's comments, only the worker user (the image's, Debian's)
+    pod_head, systemd_head = ([line for line in lines[:lines.index("http {")] if not line.startswith("#")]
+                              for lines in (pod, systemd))
+    assert len(pod_head) == len(systemd_head)
+    assert [(a, b) for a, b in zip(pod_head, systemd_head) if a != b] == [("user nginx;", "user www-data;")]
+    # http, the routing rules: the same but the temporary files' directory, the log and where the key comes from
+    pod_http, systemd_http = pod[pod.index("http {"):], systemd[systemd.index("http {"):]
+    assert len(pod_http) == len(systemd_http)
+    ident = name.replace("-", "_")
+    assert [(a, b) for a, b in zip(pod_http, systemd_http) if a != b] == [
+        (f"    access_log /dev/stdout {ident};",
+         f"    access_log syslog:server=unix:/dev/log,nohostname,tag={ident} {ident};"),
+        (include_line, key_line)]
+
+
+def test_no_front_without_a_key(runs):
+    docs, texts = _ok(runs, "multi")
+    pod = _pod(docs)
+    assert [c["name"] for c in pod["containers"]] == ["vllm"] and "initContainers" not in pod
+    assert set(_by_kind(docs)["ConfigMap"]["data"]) == {"config.yaml"}
+    assert "nginx" not in texts["deployment.yaml"]
+
+
+def test_the_key_is_only_in_the_secret(runs):
+    """The key given (scenario front) goes to the Secret only when applying: in no rendered file, in no form (plain,
+    JSON-escaped, nginx's pattern), no Secret or ConfigMap value holds it, and vLLM and the init step read it from
+    the same Secret."""
+    docs, texts = _ok(runs, "front")
+    forms = {KEY, json.dumps(KEY)[1:-1], nginx_bearer_regex(KEY), nginx_bearer_regex(KEY).split("\\x20", 1)[1][:-1],
+             KEY.replace("'", "''")}
+    for name, text in texts.items():
+        for form in forms:
+            assert form not in text, f"{name} holds the key"
+    assert "Secret" not in {d["kind"] for file_docs in docs.values() for d in file_docs}
+    pod = _pod(docs)
+    reference = {"secretKeyRef": {"name": "llm-key", "key": "token"}}
+    init = pod["initContainers"]
+    assert [c["name"] for c in init] == ["front-keys"]
+    for container in (init[0], _container(docs)):
+        assert [e for e in container["env"] if e["name"] == "VLLM_API_KEY"] == \
+            [{"name": "VLLM_API_KEY", "valueFrom": reference}]
+        assert all("valueFrom" in e or "KEY" not in e["name"] for e in container["env"])
+    assert "env" not in _front(docs)
+    configmap = _by_kind(docs)["ConfigMap"]["data"]
+    assert "keys.map" in configmap["front-nginx.conf"] and "api-key" not in json.dumps(configmap).lower()
+
+
+def test_the_key_file_lives_only_on_the_fronts_memory_volume(runs):
+    docs, _unused = _ok(runs, "front")
+    pod = _pod(docs)
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["front-run"]["emptyDir"]["medium"] == "Memory"
+    mounts = {c["name"]: {m["name"]: m for m in c["volumeMounts"]} for c in pod["containers"] + pod["initContainers"]}
+    assert "front-run" not in mounts["vllm"] and "front" not in mounts["vllm"]
+    assert mounts["front-keys"]["front-run"]["mountPath"] == "/run/llm-front"
+    assert mounts["front"]["front-run"]["mountPath"] == "/run/llm-front"
+    init = pod["initContainers"][0]
+    assert init["command"] == ["sh", "/etc/ascendai/front/front-keys.sh", "/run/llm-front/keys.map"]
+    front = _front(docs)
+    assert front["command"] == ["nginx", "-e", "stderr", "-c", "/etc/ascendai/front/front-nginx.conf"]
+    assert init["image"] == front["image"] == "registry.example.com/mirror/nginx:1.30.6"
+    for container in (init, front):
+        assert container["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True}
+    # the front's files come from the ConfigMap, vLLM's config volume holds only its own file
+    assert [i["key"] for i in volumes["front"]["configMap"]["items"]] == ["front-nginx.conf", "front-keys.sh"]
+    annotations = _by_kind(docs)["Deployment"]["spec"]["template"]["metadata"]["annotations"]
+    assert re.fullmatch("[0-9a-f]{64}", annotations["ascendai.vllm/front-sha256"])
+
+
+def test_failing_inputs_write_nothing_and_never_show_the_key(runs):
+    rc, output, docs, _unused = runs["same_port"]
+    assert rc != 0 and not docs
+    assert "k8s_manifests_backend_port and k8s_manifests_port are both 8000" in output
+    rc, output, docs, _unused = runs["bad_key"]
+    assert rc != 0 and not docs
+    assert "a key in k8s_manifests_api_key is empty" in output and "(the key is not shown)" in output
+    assert KEY not in output and "two words" not in output
+
+
+def _run_script(shell, script, tmp_path, key):
+    path = tmp_path / "front-keys.sh"
+    path.write_text(script)
+    out = tmp_path / "keys.map"
+    if out.exists():
+        out.unlink()
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_API_KEY"}
+    if key is not None:
+        env["VLLM_API_KEY"] = key
+    proc = subprocess.run(shell + [str(path), str(out)], env=env, capture_output=True, text=True, check=False)
+    return proc, out
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_init_step_writes_the_line_api_front_writes_for_the_key(runs, tmp_path, shell):
+    """The pod's key line equals the filter's, as role api_front renders it inline, for every printable ASCII
+    character; the file is 0600."""
+    script = _front_script(_ok(runs, "single")[0])
+    printable = "".join(chr(c) for c in range(33, 127))
+    keys = [KEY, "aB3", printable, printable[::-1], string.ascii_letters + string.digits, "\\", "'", '"', "$", "%s"]
+    for key in keys:
+        proc, out = _run_script(shell, script, tmp_path, key)
+        assert proc.returncode == 0, proc.stderr
+        inline = [line for line in API_FRONT.render(api_front_api_keys=[key]).splitlines() if "[Bb][Ee]" in line]
+        assert out.read_text() == inline[0] + "\n" == f'        "{nginx_bearer_regex(key)}" 1;\n'
+        assert stat.S_IMODE(out.stat().st_mode) == 0o600
+        assert not (tmp_path / "keys.map.new").exists()
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize("key", [None, "", "zq words", "zq\tkey", "zq\nkey", "zqkey\n", "zq\u00e9-key", "zq\x7fkey"])
+def test_the_init_step_refuses_what_the_filter_refuses_without_showing_it(runs, tmp_path, shell, key):
+    script = _front_script(_ok(runs, "single")[0])
+    proc, out = _run_script(shell, script, tmp_path, key)
+    assert proc.returncode != 0 and not out.exists() and not (tmp_path / "keys.map.new").exists()
+    assert "printable ASCII without spaces" in proc.stderr
+    if key:
+        assert "zq" not in proc.stdout + proc.stderr
+    with pytest.raises(AnsibleFilterError):
+        nginx_bearer_regex(key)
+
+
+class _Backend(http.server.BaseHTTPRequestHandler):
+    """The stand-in for vLLM: 200 and what it received, on every method and path."""
+
+    protocol_version = "HTTP/1.1"
+
+    def _answer(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        body = f"backend {self.command} {self.path}".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *_args):
+        pass
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _ask(port, method, path, key=None):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request(method, path, body=b"{}" if method == "POST" else None,
+                 headers={"Authorization": key} if key is not None else {})
+    answer = conn.getresponse()
+    result = (answer.status, answer.read().decode("utf-8", "replace"))
+    conn.close()
+    return result
+
+
+@needs_nginx
+def test_the_pod_front_as_rendered_runs_in_nginx(runs, tmp_path):
+    """The ConfigMap's configuration and init step, the containers' commands, in the real nginx in front of a stand-in
+    for vLLM: only the addresses are moved to this machine (a free port, a temporary directory, an existing user)."""
+    docs, _unused = _ok(runs, "front")
+    pod = _pod(docs)
+    backend = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Backend)
+    threading.Thread(target=backend.serve_forever, daemon=True).start()
+    port = _free_port()
+    run_dir, state_dir = tmp_path / "run", tmp_path / "state"
+    run_dir.mkdir()
+    state_dir.mkdir()
+    conf = _front_conf(docs)
+    for old, new in (("/run/llm-front", str(run_dir)), ("/var/lib/llm-front", str(state_dir)),
+                     ("listen 0.0.0.0:8080;", f"listen 127.0.0.1:{port};"),
+                     ("server 127.0.0.1:19000 ", f"server 127.0.0.1:{backend.server_address[1]} "),
+                     ("user nginx;", f"user {API_FRONT._worker_user()};")):
+        assert old in conf
+        conf = conf.replace(old, new)
+    conf_path = tmp_path / "front-nginx.conf"
+    conf_path.write_text(conf)
+    init = pod["initContainers"][0]
+    proc, keys = _run_script([init["command"][0]], _front_script(docs), run_dir, KEY)
+    assert proc.returncode == 0, proc.stderr
+    assert keys == run_dir / "keys.map"
+    command = [NGINX] + [str(conf_path) if arg.endswith("front-nginx.conf") else arg
+                         for arg in _front(docs)["command"][1:]]
+    check = subprocess.run(command[:1] + ["-t", "-q"] + command[1:], capture_output=True, text=True, check=False)
+    assert check.returncode == 0, check.stderr
+    log = open(tmp_path / "nginx.log", "w")  # noqa: SIM115 - closed below
+    nginx = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
+        for path in ("/health", "/metrics"):
+            assert _ask(port, "GET", path) == (200, f"backend GET {path}")
+        for method, path in (("POST", "/invocations"), ("POST", "/tokenize"), ("POST", "/load"),
+                             ("POST", "/v1/completions"), ("GET", "/v1/models"), ("POST", "/scale_elastic_ep")):
+            status, text = _ask(port, method, path)
+            assert status == 401 and "backend" not in text, (path, status, text)
+            assert _ask(port, method, path, key=f"Bearer {KEY[:-1]}")[0] == 401
+            assert _ask(port, method, path, key=f"Bearer {KEY.upper()}")[0] == 401
+            assert _ask(port, method, path, key=f"Bearer {KEY}") == (200, f"backend {method} {path}")
+            assert _ask(port, method, path, key=f"bearer {KEY}")[0] == 200
+    finally:
+        nginx.terminate()
+        nginx.wait(timeout=10)
+        log.close()
+        backend.shutdown()
