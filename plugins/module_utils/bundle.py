@@ -1225,7 +1225,12 @@ def _replace_checked(tree, part_rel, rel, written):
     """Rename ``part_rel`` to ``rel`` when the name still holds the file that was written (``written``: its fstat):
     a link or another file put in its place during the transfer is refused, not moved into the model."""
     with tree.parent(part_rel) as (pfd, pname), tree.parent(rel, create=True) as (dfd, dname):
-        now = os.stat(pname, dir_fd=pfd, follow_symlinks=False)
+        try:
+            now = os.stat(pname, dir_fd=pfd, follow_symlinks=False)
+        except FileNotFoundError:
+            raise BundleError(f"{tree.path(part_rel)} was removed during the transfer; nothing was moved into "
+                              "place. Find out what deletes files there (only the fetch may write under its "
+                              "destination), and re-run") from None
         if stat.S_ISLNK(now.st_mode):
             raise tree.link_error(part_rel)
         if (now.st_dev, now.st_ino) != (written.st_dev, written.st_ino):

@@ -178,8 +178,16 @@ def test_glibc(node):
 
 def test_dnf_offline(node):
     c = node["container"]
-    repos = sh(c, "dnf -q repolist --all").stdout
-    assert len([line for line in repos.splitlines()[1:] if line.strip()]) == 1, repos
+    # one enabled repository, the OS's own; an operator repository the node's facts name (Kylin's
+    # ascendai-monitoring, tests/rpm_nodes/README.md) is there but disabled, as the roles expect (--enablerepo)
+    enabled = sh(c, "dnf -q repolist --enabled").stdout
+    assert len([line for line in enabled.splitlines()[1:] if line.strip()]) == 1, enabled
+    listed = [line.split()[0] for line in sh(c, "dnf -q repolist --all").stdout.splitlines()[1:] if line.strip()]
+    with open(os.path.join(ROOT, "tests", "rpm_nodes", f"{node['name']}.json"), encoding="utf-8") as f:
+        extra = json.load(f).get("extra_repo")
+    assert sorted(listed) == sorted([enabled.splitlines()[1].split()[0]] + ([extra["id"]] if extra else [])), listed
+    if extra:
+        assert sh(c, f"dnf -q repolist --disabled {extra['id']}").stdout.count(extra["id"]) == 1
     assert "baseurl=file://" in sh(c, "cat /etc/yum.repos.d/*.repo").stdout
     assert sh(c, "grep -h '^baseurl' /etc/yum.repos.d/*.repo | grep -v file://", check=False).stdout == ""
     # not installed until dnf installs it, then a working program

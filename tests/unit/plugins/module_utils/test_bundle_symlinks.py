@@ -61,14 +61,23 @@ def snapshot(root):
 
 
 def link_in(dest, rel, target):
-    """Replace ``dest/rel`` (a file or a directory) by a symbolic link to ``target``, as the account could."""
+    """Replace ``dest/rel`` (a file or a directory) by a symbolic link to ``target``, as the account could.
+
+    The fetch may be writing there at the same moment (parallel workers create files and directories): a step that
+    loses that race is tried again, as the account would, until the link is in place."""
     path = os.path.join(dest, rel)
-    if os.path.isdir(path) and not os.path.islink(path):
-        os.rename(path, path + ".moved")
-    elif os.path.lexists(path):
-        os.unlink(path)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    os.symlink(target, path)
+    for attempt in range(200):
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.rename(path, f"{path}.moved{attempt}")
+            elif os.path.lexists(path):
+                os.unlink(path)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            os.symlink(target, path)
+            return
+        except (FileExistsError, FileNotFoundError):
+            continue
+    raise AssertionError(f"could not put a link at {path}: the fetch kept recreating it")
 
 
 def change_bundle(root):
@@ -181,7 +190,10 @@ class SwapHandler(RangeHandler):
             if rel == self.server.swap_on and self.server.swap is not None:
                 swap, self.server.swap = self.server.swap, None
         if swap is not None:
-            swap()
+            try:
+                swap()
+            except Exception as exc:  # recorded for the test: a failed swap must not look like a network error
+                self.server.swap_error = exc
         super().do_GET()
 
 
@@ -196,7 +208,7 @@ TARGETS = ["sub", bundle_utils.STATE_DIR, f"{bundle_utils.STATE_DIR}/sub", "conf
 def test_hypothesis_a_link_placed_before_or_during_a_run_never_lets_it_write_outside(
         server, tmp_path_factory, target, when, first_run, parallel):
     tmp = tmp_path_factory.mktemp("race")
-    server.swap, server.swap_on = None, None
+    server.swap, server.swap_on, server.swap_error = None, None, None
     server.RequestHandlerClass = SwapHandler
     make_bundle(server.root, model_files())
     dest = str(tmp / "dest")
@@ -217,7 +229,10 @@ def test_hypothesis_a_link_placed_before_or_during_a_run_never_lets_it_write_out
     try:
         mf.fetch_model(dest, MODEL, src=server.url, retries=0, parallel=parallel)
     except bundle_utils.BundleError as exc:
-        assert "symbolic link" in str(exc) or "stopped" in str(exc), str(exc)
+        assert server.swap_error is None, f"the test's own swap failed: {server.swap_error!r}"
+        # a link in place names it; a .part removed before the link was made (the account's unlink) is named too
+        assert any(words in str(exc) for words in ("symbolic link", "stopped", "during the transfer")), str(exc)
+    assert server.swap_error is None, f"the test's own swap failed: {server.swap_error!r}"
     assert snapshot(out) == before, f"{target} linked {when}: a file outside dest changed"
     server.swap = None
     server.RequestHandlerClass = RangeHandler
@@ -258,3 +273,22 @@ def test_check_mode_with_an_owner_a_real_run_creates_first_reports_instead_of_fa
     assert _bundle.set_attributes(str(tmp_path / "absent"), ["config.json"], owner=owner, check_mode=True) is False
     with pytest.raises(_bundle.BundleError, match="no such user on this host"):
         _bundle.set_attributes(str(dest), ["config.json"], owner=owner, check_mode=False)
+
+
+def test_a_part_file_removed_during_its_transfer_is_named(server, tmp_path):
+    """The account deletes a .part while it is being written (before it could put a link there): the run fails
+    naming the file and saying what happened, and nothing is moved into the model."""
+    server.RequestHandlerClass = SwapHandler
+    server.swap_error = None
+    make_bundle(server.root, model_files())
+    dest = str(tmp_path / "dest")
+    part = os.path.join(dest, bundle_utils.STATE_DIR, "config.json.part")
+    server.swap, server.swap_on = (lambda: os.unlink(part)), f"models/{MODEL}/config.json"
+    try:
+        with pytest.raises(bundle_utils.BundleError) as exc:
+            mf.fetch_model(dest, MODEL, src=server.url, retries=0, parallel=1)
+    finally:
+        server.RequestHandlerClass = RangeHandler
+    assert server.swap_error is None, repr(server.swap_error)
+    assert f"{part} was removed during the transfer" in str(exc.value) and "re-run" in str(exc.value)
+    assert not os.path.exists(os.path.join(dest, "config.json"))
