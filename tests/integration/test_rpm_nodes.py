@@ -114,6 +114,24 @@ def setup_facts(node, interpreter=None):
     return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=env, check=False)
 
 
+def test_no_debian_service_at_boot(node):
+    """The units of the Debian packages behind the stand-in RPMs are gone, their SysV scripts too: a booted node
+    neither runs nor knows prometheus, node_exporter or nginx until dnf installs them (neither distribution starts
+    them on a minimal install). systemd-sysv-generator turned a left-over /etc/init.d script into an LSB unit of
+    the same name: started at boot, as root, and shadowing the stand-in RPM's unit until a daemon-reload."""
+    c = node["container"]
+    with open(os.path.join(ROOT, "tests", "rpm_nodes", f"{node['name']}.json"), encoding="utf-8") as f:
+        units = json.load(f)["hide_debian_units"]
+    assert units
+    generated = sh(c, "ls /run/systemd/generator.late 2>/dev/null", check=False).stdout.split()
+    for unit in units:
+        stem = unit.removesuffix(".service")
+        assert sh(c, f"test -e /etc/init.d/{stem}", check=False).returncode == 1, f"/etc/init.d/{stem}"
+        assert unit not in generated, generated
+        state = sh(c, f"systemctl show -p LoadState,ActiveState --value {unit}").stdout.split()
+        assert state == ["not-found", "inactive"], (unit, state)
+
+
 def test_release_files(node):
     path, content = node["release_file"]
     assert sh(node["container"], f"cat {path}").stdout == content

@@ -291,6 +291,14 @@ def main() -> None:
                 p.unlink()
             elif p.exists():
                 hide(str(p))
+        # The Debian package's SysV script too: systemd-sysv-generator would otherwise make an LSB unit of the same
+        # name (no User=, started at boot), which neither distribution has; and its rc?.d links.
+        stem = unit.removesuffix(".service")
+        script = Path("/etc/init.d") / stem
+        if script.exists():
+            hide(str(script))
+        for link in Path("/etc").glob(f"rc?.d/[SK][0-9][0-9]{stem}"):
+            link.unlink()
     built = build_rpms(node, arch, kernel)
     run("createrepo_c", "--quiet", str(REPO))
     if EXTRA_REPO.is_dir():
