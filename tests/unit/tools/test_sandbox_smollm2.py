@@ -197,7 +197,7 @@ def test_tokenizer_from_metadata():
 
 def test_tokenizer_json_loads_and_encodes():
     tokenizers = pytest.importorskip("tokenizers")
-    tokenizer, _, _ = sm.tokenizer_files(TOY_META)
+    tokenizer = sm.tokenizer_files(TOY_META)[0]
     tok = tokenizers.Tokenizer.from_str(json.dumps(tokenizer))
     enc = tok.encode("ab ab<|im_end|>")
     assert enc.tokens == ["ab", "Ġab", "<|im_end|>"]
