@@ -84,7 +84,8 @@ def find_key(root, forms):
     return found
 
 
-SECRET_VARS = ("vllm_service_api_key", "diagnostics_dest_dir", "hf_token", "ascendai_bundle_url", "k8s_manifests_dest")
+SECRET_VARS = ("vllm_service_api_key", "diagnostics_dest_dir", "hf_token", "ascendai_bundle_url", "k8s_manifests_dest",
+               "bench_report_dir")
 # Run in this order: site.yml first, so the later playbooks find a deployed node.
 DEFAULT_PLAYBOOKS = ("site.yml", "diagnose.yml", "bench.yml", "preflight.yml", "bootstrap.yml", "multinode.yml")
 # Extra variables that would reach outside the node under test: the Kubernetes stage renders its manifests only.
@@ -244,9 +245,12 @@ def main(argv=None):
         print("no --bundle-url: the bundle password is not planted")
     ran = set()
     manifests = os.path.join(work, "k8s-manifests")
+    bench_reports = os.path.join(work, "bench-reports")
     for label, name, extra in runs:
-        # rendered manifests go where they are searched too, not into the checkout (the role's default)
-        write_extravars(private_dir, dict(dict(extra, k8s_manifests_dest=manifests), **extravars))
+        # rendered manifests and bench reports go where they are searched too, not into the checkout (the roles'
+        # defaults: the working directory)
+        write_extravars(private_dir, dict(dict(extra, k8s_manifests_dest=manifests, bench_report_dir=bench_reports),
+                                          **extravars))
         playbook = os.path.join(playbook_dir, name)
         rc, status, artifacts = run_playbook(private_dir, playbook, inventory, args.limit, name in args.check)
         events = len(os.listdir(os.path.join(artifacts, "job_events")))
@@ -259,7 +263,7 @@ def main(argv=None):
     for kind, value in planted.items():
         forms = key_forms(value)
         leaks += [(kind, path) for path in find_key(os.path.join(private_dir, "artifacts"), forms)
-                  + find_key(diag_dir, forms) + find_key(manifests, forms)]
+                  + find_key(diag_dir, forms) + find_key(manifests, forms) + find_key(bench_reports, forms)]
     gathered = sum(len(files) for _d, _s, files in os.walk(diag_dir))
     print("searched the runner's stdout and job events of %d runs and %d gathered files for %s: %d places"
           % (len(runs), gathered, ", ".join(planted), len(leaks)))
