@@ -73,10 +73,8 @@ checks() {
 sanity() {
   local tree=/tmp/act/ansible_collections/ascendai/vllm at v
   rm -rf /tmp/act && mkdir -p "$tree"
-  # The file list from the checkout's git (the copy in $WORK has no .git), the files from the copy.
-  (cd "$SRC" && git ls-files -co --exclude-standard -z -- . ':!tests/unit/fixtures' ':!tests/simulator' \
-      ':!tests/tools' ':!benchmarks' ':!tools') |
-    xargs -0 -I{} sh -c 'if [ -e "$1" ] || [ -L "$1" ]; then cp --parents -P "$1" "$2/"; fi' _ {} "$tree"
+  # The file list from the checkout's git, the same list as tools/test.sh's sanity (tools/sanity-tree.sh).
+  bash "$SRC/tools/sanity-tree.sh" "$SRC" "$tree"
   # An empty tree would "pass" with "All targets skipped".
   compgen -G "$tree/plugins/modules/*.py" >/dev/null || { echo "sanity: no modules in $tree"; return 1; }
   (cd "$tree" && git init -q && git add -A >/dev/null)

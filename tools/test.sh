@@ -38,13 +38,8 @@ collection_tree() {
   local dest=$ROOT/build/act/ansible_collections/ascendai/vllm
   rm -rf "$ROOT/build/act"
   mkdir -p "$dest"
-  # Left out: tests/unit/fixtures, verbatim third-party captures (vendor docs in Chinese with
-  # typographic quotes among them), data rather than code; and the test infrastructure that
-  # build_ignore keeps out of the collection (simulator, test tools, benchmarks, tools/), which
-  # ruff checks instead. tests/rpm_nodes (the RPM-node images' recipe) is test infrastructure too.
-  git ls-files -co --exclude-standard -z -- . ':!tests/unit/fixtures' ':!tests/simulator' ':!tests/rpm_nodes' ':!tests/tools' \
-      ':!benchmarks' ':!tools' |
-    xargs -0 -I{} sh -c 'if [ -e "$1" ] || [ -L "$1" ]; then cp --parents -P "$1" "$2/"; fi' _ {} "$dest"
+  # What is left out, and why: tools/sanity-tree.sh (the controller14 stage's sanity uses the same list).
+  tools/sanity-tree.sh "$ROOT" "$dest"
   (cd "$dest" && git init -q && git add -A >/dev/null)
   echo "$dest"
 }
