@@ -84,8 +84,7 @@ def find_key(root, forms):
     return found
 
 
-SECRET_VARS = ("vllm_service_api_key", "diagnostics_dest_dir", "hf_token", "ascendai_bundle_url", "k8s_manifests_dest",
-               "bench_report_dir")
+SECRET_VARS = ("vllm_service_api_key", "diagnostics_dest_dir", "hf_token", "ascendai_bundle_url", "k8s_manifests_dest")
 # Run in this order: site.yml first, so the later playbooks find a deployed node.
 DEFAULT_PLAYBOOKS = ("site.yml", "diagnose.yml", "bench.yml", "preflight.yml", "bootstrap.yml", "multinode.yml")
 # Extra variables that would reach outside the node under test: the Kubernetes stage renders its manifests only.
@@ -245,7 +244,8 @@ def main(argv=None):
         print("no --bundle-url: the bundle password is not planted")
     ran = set()
     manifests = os.path.join(work, "k8s-manifests")
-    bench_reports = os.path.join(work, "bench-reports")
+    # --extra-vars-file may name its own report directory (a test reads the reports there): searched all the same
+    bench_reports = extravars.get("bench_report_dir") or os.path.join(work, "bench-reports")
     for label, name, extra in runs:
         # rendered manifests and bench reports go where they are searched too, not into the checkout (the roles'
         # defaults: the working directory)
