@@ -256,7 +256,9 @@ run_scenario() {  # run_scenario NAME LOGDIR: one `molecule test`, its output pr
     cat "$logdir/$s.log"
     if [[ $rc -eq 0 ]]; then echo "molecule scenario $s passed in $secs s"; else echo "molecule scenario $s FAILED after $secs s"; fi
   } 9> "$logdir/.print.lock"
-  if [[ $rc -eq 0 ]]; then echo "  molecule/$s $secs" >> "$logdir/times"; else echo "  molecule/$s(FAILED) $secs" >> "$logdir/times"; fi
+  if [[ $rc -eq 0 ]]; then echo "  molecule/$s $secs" >> "$logdir/times"; else echo "  molecule/$s(FAILED) $secs" >> "$logdir/times"
+    # What failed, for the end of the output (CI keeps only its tail, and a lane's log is printed whole before it).
+    { echo "--- molecule/$s: the failed task"; awk -f tools/failure-digest.awk "$logdir/$s.log"; } >> "$logdir/failures"; fi
   return $rc
 }
 
@@ -332,6 +334,7 @@ stage_table() {
   local row
   for row in "${times[@]}"; do printf '%-17s %8s\n' ${row}; done
   [[ -z ${molecule_times:-} ]] || printf '%b' "$molecule_times"
+  [[ -z ${molecule_times:-} || ! -s ${logdir:-}/failures ]] || cat "$logdir/failures"
 }
 trap 'rc=$?; [[ -z ${bg_pid:-} ]] || { pkill -TERM -P "$bg_pid" 2>/dev/null; kill "$bg_pid" 2>/dev/null
                                         banner "the background lane, stopped"; cat "$bg_log"; } || true
