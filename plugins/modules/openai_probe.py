@@ -22,6 +22,8 @@ description:
     and returns RV(slo_ok) and RV(violations); with O(fail_on_slo=true) a violation fails the task.
   - In O(mode=health), checks that C(GET /health) answers 200, that C(GET /v1/models) lists O(model), and that one
     real completion of O(prompt) returns non-empty text; the task fails and RV(failures) says what failed.
+  - In O(mode=health) with O(answers), also asks each fixed question at temperature 0 and checks that the answer
+    contains what it should; fluent text from a wrong conversion, tokenizer or chat template fails there.
   - Changes nothing. It runs in check mode too (it only sends requests), so a health gate or a benchmark also
     measures in C(--check) runs.
 options:
@@ -87,6 +89,17 @@ options:
   api_key:
     description: "Sent as C(Authorization: Bearer ...) when set."
     type: str
+  answers:
+    description:
+      - O(mode=health) only. Fixed questions and what their answers must contain, each asked at temperature 0
+        (greedy, so the same model gives the same answer every time).
+      - Each entry has C(prompt) (the question), C(expect) (a Python regular expression, searched
+        case-insensitively in the answer), C(chat) (default V(true): one user message to C(/v1/chat/completions),
+        with the model's own chat template; V(false): a C(/v1/completions) prompt) and C(max_tokens) (default 32).
+      - A bad entry fails the task before anything is sent, naming the entry.
+    type: list
+    elements: dict
+    default: []
   chat:
     description: Use C(/v1/chat/completions) with one user message instead of C(/v1/completions).
     type: bool
@@ -348,9 +361,16 @@ served_models:
   elements: str
   sample: [deepseek]
 checks:
-  description: Details of the C(health), C(models) and C(completion) checks (status, error, completion text).
+  description:
+    - Details of the C(health), C(models) and C(completion) checks (status, error, completion text).
+    - With O(answers), C(answers) is a list with, for each question, C(prompt), C(expect), C(chat), C(ok), C(status)
+      and C(text) (the answer).
   returned: O(mode=health)
   type: dict
+  sample:
+    answers:
+      - {prompt: What is the capital of France?, expect: Paris, chat: true, ok: true, status: 200,
+         text: The capital of France is Paris.}
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -359,6 +379,7 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.openai_probe import 
     build_payload,
     evaluate_slo,
     health_check,
+    normalize_answers,
     random_token_prompts,
     run_probe,
 )
@@ -381,6 +402,7 @@ def main():
             "timeout": {"type": "float", "default": 60},
             "api_key": {"type": "str", "no_log": True},
             "chat": {"type": "bool", "default": False},
+            "answers": {"type": "list", "elements": "dict", "default": []},
             "include_usage": {"type": "bool", "default": True},
             "extra_body": {"type": "dict", "default": {}},
             "validate_certs": {"type": "bool", "default": True},
@@ -410,6 +432,12 @@ def main():
             prompts = random_token_prompts(p["requests"], p["input_len"], p["vocab_size"], seed=p["seed"])
         except ValueError as exc:
             module.fail_json(msg=f"input_len={p['input_len']}: {exc}")
+    try:
+        answers = normalize_answers(p["answers"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    if answers and p["mode"] != "health":
+        module.fail_json(msg="answers is checked in mode=health only: set mode=health, or leave answers empty")
     if p["timeout"] <= 0:
         module.fail_json(msg=f"timeout={p['timeout']}: must be more than 0 seconds")
     if not 0.0 <= p["slo_max_error_rate"] <= 1.0:
@@ -423,7 +451,7 @@ def main():
 
     if p["mode"] == "health":
         res = health_check(endpoint, model=p["model"], prompt=p["prompt"], max_tokens=p["max_tokens"],
-                           chat=p["chat"], extra_body=p["extra_body"])
+                           chat=p["chat"], extra_body=p["extra_body"], answers=answers)
         result = dict(changed=False, mode="health", model=res["model"], endpoint=path, healthy=res["ok"],
                       failures=res["failures"], served_models=res["served_models"], checks=res["checks"])
         if not res["ok"]:

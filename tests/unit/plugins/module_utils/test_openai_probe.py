@@ -352,3 +352,60 @@ def test_stream_that_never_stops_is_not_no_answer(server):
     assert not res["ok"] and res["error_kind"] == "timeout"
     assert "still sending" in res["error"] and "no answer" not in res["error"]
     assert res["ttft_ms"] is not None
+
+
+# ---------------------------------------------------------------- fixed questions (the answer check, issue 29)
+
+
+def test_answers_pass_when_each_answer_contains_its_expectation(server):
+    from ansible_collections.ascendai.vllm.plugins.module_utils.openai_probe import normalize_answers
+    answers = normalize_answers([{"prompt": "What is the capital of France?", "expect": r"\bparis\b"},
+                                 {"prompt": "The capital of France is", "expect": "Paris", "chat": False,
+                                  "max_tokens": 3}])
+    res = health_check(Endpoint(server.base_url, timeout=10), model="tiny", max_tokens=2, answers=answers)
+    assert res["ok"], res["failures"]
+    assert [a["ok"] for a in res["checks"]["answers"]] == [True, True]
+    assert res["checks"]["answers"][1]["text"] == "".join(TOKENS[:3])
+    asked = server.bodies[-2:]
+    assert asked[0]["messages"] == [{"role": "user", "content": "What is the capital of France?"}]
+    assert asked[1]["prompt"] == "The capital of France is" and asked[1]["max_tokens"] == 3
+    assert all(body["temperature"] == 0 for body in asked)
+
+
+def test_a_fluent_wrong_answer_fails_and_says_what_it_was(server):
+    from ansible_collections.ascendai.vllm.plugins.module_utils.openai_probe import normalize_answers
+    answers = normalize_answers([{"prompt": "What is the capital of Germany?", "expect": "Berlin"}])
+    res = health_check(Endpoint(server.base_url, timeout=10), model="tiny", max_tokens=2, answers=answers)
+    assert not res["ok"] and len(res["failures"]) == 1
+    assert res["failures"][0].startswith("chat 'What is the capital of Germany?' at temperature 0 answered ")
+    assert "Paris. It is the capital of France, a" in res["failures"][0]
+    assert "which does not contain 'Berlin'" in res["failures"][0]
+    server.behaviour = "empty_text"
+    res = health_check(Endpoint(server.base_url, timeout=10), model="tiny", max_tokens=2,
+                       answers=normalize_answers([{"prompt": "What is 2+2?", "expect": "4"}]))
+    assert "answered '', which does not contain '4'" in res["failures"][-1]
+
+
+def test_an_answer_request_that_fails_is_named(server):
+    from ansible_collections.ascendai.vllm.plugins.module_utils.openai_probe import normalize_answers
+    server.behaviour = "http500"
+    res = health_check(Endpoint(server.base_url, timeout=10), model="tiny", max_tokens=2,
+                       answers=normalize_answers([{"prompt": "What is 2+2?", "expect": "4"}]))
+    assert res["failures"][-1].startswith("chat 'What is 2+2?': HTTP 500")
+
+
+@pytest.mark.parametrize("answers, message", [
+    ({"prompt": "x"}, "answers must be a list"),
+    (["x"], r"answers\[0\] is 'x': each entry is a dict"),
+    ([{"prompt": "x", "expect": "y", "temperature": 1}], r"answers\[0\] has unknown keys \['temperature'\]"),
+    ([{"prompt": " ", "expect": "y"}], r"answers\[0\].prompt is ' ': give the question"),
+    ([{"prompt": "x"}], r"answers\[0\].expect is None"),
+    ([{"prompt": "x", "expect": "("}], r"answers\[0\].expect '\(' is not a regular expression"),
+    ([{"prompt": "x", "expect": "y", "chat": "yes"}], r"answers\[0\].chat is 'yes'"),
+    ([{"prompt": "x", "expect": "y", "max_tokens": 0}], r"answers\[0\].max_tokens is 0"),
+    ([{"prompt": "x", "expect": "y", "max_tokens": True}], r"answers\[0\].max_tokens is True"),
+])
+def test_bad_answer_entries_are_named(answers, message):
+    from ansible_collections.ascendai.vllm.plugins.module_utils.openai_probe import normalize_answers
+    with pytest.raises(ValueError, match=message):
+        normalize_answers(answers)

@@ -111,3 +111,22 @@ def test_input_len_needs_completions_and_a_vocab_size(server):
     kind, res = run({"base_url": server.base_url, "model": "tiny", "input_len": 16})
     assert kind is AnsibleFailJson and "vocab_size" in res["msg"]
     assert server.bodies == []
+
+
+def test_health_answers_fail_the_gate_with_the_answer(server):
+    args = {"mode": "health", "base_url": server.base_url, "model": "tiny", "max_tokens": 2,
+            "answers": [{"prompt": "What is the capital of France?", "expect": "Paris"}]}
+    kind, res = run(args)
+    assert kind is AnsibleExitJson, res
+    assert res["checks"]["answers"][0]["ok"] is True and "pattern" not in res["checks"]["answers"][0]
+    kind, res = run(dict(args, answers=[{"prompt": "What is 2+2?", "expect": r"\b4\b"}]))
+    assert kind is AnsibleFailJson
+    assert "chat 'What is 2+2?' at temperature 0 answered 'Paris." in res["msg"]
+
+
+def test_bad_answers_fail_before_any_request(server):
+    kind, res = run({"mode": "health", "base_url": server.base_url, "answers": [{"prompt": "x", "expect": "["}]})
+    assert kind is AnsibleFailJson and res["msg"].startswith("answers[0].expect '[' is not a regular expression")
+    assert server.bodies == []
+    kind, res = run({"base_url": server.base_url, "model": "tiny", "answers": [{"prompt": "x", "expect": "y"}]})
+    assert kind is AnsibleFailJson and res["msg"].startswith("answers is checked in mode=health only")
