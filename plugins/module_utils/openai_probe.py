@@ -574,8 +574,11 @@ def check_answer(entry, res):
         check["ok"] = True
         return check, None
     return check, (f"{kind} {entry['prompt']!r} at temperature 0 answered {snippet(res.get('text') or '', 160)!r}, "
-                   f"which does not contain {entry['expect']!r}: the model is not the one it should be (a wrong "
-                   "conversion, tokenizer or chat template gives fluent or empty nonsense), or expect is wrong for it")
+                   f"which does not match /{entry['expect']}/")
+
+
+WRONG_ANSWER_HINT = ("the model is served but does not answer as it should: a wrong conversion, tokenizer or chat "
+                     "template still writes fluent (or empty) text; or an expect does not fit this model")
 
 
 def health_check(endpoint, model=None, prompt="The capital of France is", max_tokens=16, chat=False,
@@ -643,4 +646,6 @@ def health_check(endpoint, model=None, prompt="The capital of France is", max_to
                 checks["answers"].append(check)
                 if failure:
                     failures.append(failure)
+            if any(a["status"] == 200 and not a["ok"] for a in checks["answers"]):
+                failures.append(WRONG_ANSWER_HINT)
     return {"ok": not failures, "failures": failures, "served_models": served, "model": model, "checks": checks}
