@@ -93,6 +93,18 @@ def render(role, specs):
     ]
     for paragraph in _paragraphs(main.get("description")):
         lines.append(f"- {paragraph}")
+    header = ["| Variable | Type | Default | Description |", "| --- | --- | --- | --- |"]
+    if role.startswith("_"):
+        # An internal role (prometheus.prometheus's _common): the collection's roles import its entry points.
+        lines += ["", "**Internal**: the collection's roles import its entry points; it is not for plays, and its",
+                  "variables may change without notice.", ""]
+        for entry, spec in specs["argument_specs"].items():
+            if entry == "main":
+                continue
+            lines += [f"## Entry point `{entry}`", "", markup(spec.get("short_description", "")), ""]
+            lines += [f"- {paragraph}" for paragraph in _paragraphs(spec.get("description"))]
+            lines += [""] + header + _option_rows(spec.get("options") or {}) + [""]
+        return "\n".join(lines).rstrip("\n") + "\n"
     lines += [
         "",
         f"Use it in a play as `roles: [ascendai.vllm.{role}]`; the variables below are checked against this table",
@@ -100,9 +112,7 @@ def render(role, specs):
         "",
         "## Variables",
         "",
-        "| Variable | Type | Default | Description |",
-        "| --- | --- | --- | --- |",
-    ]
+    ] + header
     lines += _option_rows(main.get("options") or {})
     return "\n".join(lines) + "\n"
 
