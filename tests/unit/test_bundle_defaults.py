@@ -20,21 +20,23 @@ URL = "http://10.0.0.1:18770"
 DIR = "/srv/ascendai-bundle"
 PLAYBOOKS = "/work/checkout/playbooks"
 
-# role variable -> (with ascendai_bundle_url and ascendai_bundle_dir set, with neither set)
+# role variable -> (with ascendai_bundle_url and ascendai_bundle_dir set, with neither set). With neither, no role
+# falls back to a folder of a development checkout (<playbook dir>/../.cache/bundle, issue 30): the location is empty
+# and the role's preflight says to set one.
 EXPECTED = {
     "ascend_driver_bundle_url": (URL, ""),
-    "ascend_driver_bundle_dir": (DIR, PLAYBOOKS + "/../.cache/bundle"),
+    "ascend_driver_bundle_dir": (DIR, ""),
     "ascend_cann_bundle_url": (URL, ""),
-    "ascend_cann_bundle_dir": (DIR, PLAYBOOKS + "/../.cache/bundle"),
+    "ascend_cann_bundle_dir": (DIR, ""),
     "ascend_cann_wheelhouse_url": (URL + "/wheels/aarch64/", ""),
-    "ascend_cann_wheelhouse_src": (DIR + "/wheels/aarch64", PLAYBOOKS + "/../.cache/bundle/wheels/aarch64"),
+    "ascend_cann_wheelhouse_src": (DIR + "/wheels/aarch64", ""),
     "python_runtime_tarball_url": (URL + "/python/", ""),
-    "python_runtime_tarball_src": (DIR + "/python", PLAYBOOKS + "/../.cache/bundle/python"),
+    "python_runtime_tarball_src": (DIR + "/python", ""),
     "vllm_wheelhouse_url": (URL + "/wheels/aarch64/", ""),
-    "vllm_wheelhouse_src": (DIR + "/wheels/aarch64", PLAYBOOKS + "/../.cache/bundle/wheels/aarch64"),
+    "vllm_wheelhouse_src": (DIR + "/wheels/aarch64", ""),
     "model_bundle_url": (URL, ""),
-    "model_bundle_src": (DIR, PLAYBOOKS + "/../.cache/bundle"),
-    "offline_bundle_dir": (DIR, PLAYBOOKS + "/../.cache/bundle"),
+    "model_bundle_src": (DIR, ""),
+    "offline_bundle_dir": (DIR, ""),
 }
 
 
