@@ -94,8 +94,8 @@ options:
       - O(mode=health) only. Fixed questions and what their answers must contain, each asked at temperature 0
         (greedy, so the same model gives the same answer every time).
       - Each entry has C(prompt) (the question), C(expect) (a Python regular expression, searched
-        case-insensitively in the answer), C(chat) (default V(true): one user message to C(/v1/chat/completions),
-        with the model's own chat template; V(false): a C(/v1/completions) prompt) and C(max_tokens) (default 32).
+        case-insensitively in the answer), C(chat) (default V(true), one user message to C(/v1/chat/completions)
+        with the model's own chat template; V(false), a C(/v1/completions) prompt) and C(max_tokens) (default 32).
       - A bad entry fails the task before anything is sent, naming the entry.
     type: list
     elements: dict
@@ -369,8 +369,12 @@ checks:
   type: dict
   sample:
     answers:
-      - {prompt: What is the capital of France?, expect: Paris, chat: true, ok: true, status: 200,
-         text: The capital of France is Paris.}
+      - prompt: What is the capital of France?
+        expect: Paris
+        chat: true
+        ok: true
+        status: 200
+        text: The capital of France is Paris.
 """
 
 from ansible.module_utils.basic import AnsibleModule

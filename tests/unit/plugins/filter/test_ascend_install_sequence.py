@@ -34,6 +34,6 @@ def test_with_a_driver_installed_the_firmware_goes_first(installed):
     (["driver", "toolkit"], r"got \['driver', 'toolkit'\]"),
 ])
 def test_bad_order_is_named_with_the_fix(order, needle):
-    with pytest.raises(AnsibleFilterError, match=rf"^ascend_install_sequence: order must .*{needle}; set "
-                                                  r"ascend_driver_order to \[driver, firmware\]"):
+    pattern = rf"^ascend_install_sequence: order must .*{needle}; set " r"ascend_driver_order to \[driver, firmware\]"
+    with pytest.raises(AnsibleFilterError, match=pattern):
         ascend_install_sequence(order, "24.1.rc3")

@@ -84,8 +84,8 @@ def test_check_names_each_mismatch_and_its_fix():
     ({"dscp": True}, "policy", {}, "dscp True must be an integer 0..63"),
     ({"priority": 4}, "policy", {}, r"unknown policy keys \['priority'\]"),
     ("dscp=33", "policy", {}, "the RoCE QoS policy must be a mapping"),
-    ({"traffic_class": 2, "prio_tc": [0, 0, 0, 0, 3, 0, 0, 0]}, "hccn", {}, "prio_tc maps priority 4 to TC 3 but "
-                                                                             "traffic_class is 2"),
+    ({"traffic_class": 2, "prio_tc": [0, 0, 0, 0, 3, 0, 0, 0]}, "hccn", {},
+     "prio_tc maps priority 4 to TC 3 but traffic_class is 2"),
     ({"prio_tc": [0, 0, 0]}, "hccn", {}, "prio_tc must list 8 traffic classes, got 3"),
     ({}, "switch", {}, "interfaces must list the switch ports"),
     ({}, "switch", {"interfaces": ["400GE1/1/5:1\nreturn"]}, r"interfaces \['400GE1/1/5:1\\nreturn'\]: a switch "

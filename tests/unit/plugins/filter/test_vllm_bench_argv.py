@@ -102,8 +102,8 @@ def test_0_7_3_runs_the_source_trees_script_or_nothing():
     ({"module": True, "options": RELEASES["0.11.0"]}, dict(SETTINGS, input_len="long"),
      "vllm_bench_argv: invalid literal for int() with base 10: 'long'", ""),
     ({"vllm": "0.8.0", "module": True, "options": {"--model": None}}, SETTINGS,
-     "vllm_bench_argv: vllm bench serve of vLLM 0.8.0 lacks --base-url, ", "set bench_vllm_serve=false to run only "
-                                                                          "openai_probe"),
+     "vllm_bench_argv: vllm bench serve of vLLM 0.8.0 lacks --base-url, ",
+     "set bench_vllm_serve=false to run only openai_probe"),
     ({"vllm": "0.9.9", "module": True, "options": options(backend=["vllm", "tgi"])}, SETTINGS,
      "vllm_bench_argv: vllm bench serve of vLLM 0.9.9 offers no OpenAI completions backend", ""),
 ])
