@@ -8,6 +8,10 @@ DOCUMENTATION = r"""
 module: model_fetch
 short_description: Fetch a model of the offline bundle onto the node, resumable, parallel and sha256-checked
 version_added: 0.1.0
+deprecated:
+  removed_in: 1.0.0
+  why: No role of the collection calls it; the model role fetches and verifies with ascendai.vllm.bundle_fetch.
+  alternative: Use M(ascendai.vllm.bundle_fetch) with C(prefix) set to C(models/NAME).
 description:
   - Brings O(dest) to the files that the bundle's C(MANIFEST.sha256) lists under C(models/<model>/).
   - O(src) is the bundle root, as an C(http://) or C(https://) URL (any static web server that serves the bundle

