@@ -20,7 +20,9 @@ description:
     C(atb_home) ATB_HOME_PATH without its C(cxx_abi_N) directory; C(info) the installed version files.
 options:
   _input:
-    description: The CANN version, e.g. C(8.3.RC2), C(8.5.1), C(9.1.0).
+    description:
+      - The CANN version, e.g. C(8.3.RC2), C(8.5.1), C(9.1.0).
+      - A string; a number is an error (an unquoted YAML C(8.10) is the number 8.1), so quote it.
     type: str
     required: true
   arch:
@@ -57,14 +59,24 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.ascend_packages impo
 
 
 def ascend_cann_layout(version, arch, npu_type="910b", install_path="/usr/local/Ascend"):
+    if not isinstance(version, str):
+        # a YAML float loses digits (8.10 is 8.1) and an int is no release: no number is read as a version
+        raise AnsibleFilterError(f"ascend_cann_layout: version={version!r} is not a version string; quote it in "
+                                 f"YAML, e.g. ascend_cann_version: \"8.5.1\" (an unquoted 8.10 is the number 8.1)")
     if not arch or not isinstance(arch, str):
         raise AnsibleFilterError(f"ascend_cann_layout: arch={arch!r}; pass the CPU architecture, e.g. "
                                  f"ansible_facts['architecture'] (aarch64 or x86_64)")
+    if npu_type not in (None, "") and not isinstance(npu_type, str):
+        raise AnsibleFilterError(f"ascend_cann_layout: npu_type={npu_type!r}; pass the NPU of the package names as "
+                                 f"a string, e.g. '910b' (empty: 910b)")
+    if install_path not in (None, "") and (not isinstance(install_path, str) or not install_path.startswith("/")):
+        raise AnsibleFilterError(f"ascend_cann_layout: install_path={install_path!r}; pass the CANN install path as "
+                                 f"an absolute path, e.g. '/usr/local/Ascend' (empty: /usr/local/Ascend)")
     try:
-        return cann_layout(str(version).strip(), arch, install_path or "/usr/local/Ascend", npu_type or "910b")
+        return cann_layout(version.strip(), arch, install_path or "/usr/local/Ascend", npu_type or "910b")
     except AscendVersionError as exc:
         raise AnsibleFilterError(f"ascend_cann_layout: {exc}. Set the CANN release as a quoted string, e.g. "
-                                 f"ascend_cann_version: \"8.5.1\"") from exc
+                                 f"ascend_cann_version: \"8.5.1\"") from None
 
 
 class FilterModule:

@@ -22,6 +22,8 @@ description:
   - It is a total order (antisymmetric and transitive); versions that differ only in trailing zeros or in letter
     case are equal. Anything else (C(latest), C(9.1.0-gamma), C(9.1.0_abc)) is an error.
   - With O(operator), returns a boolean instead (C(<), C(<=), C(==), C(!=), C(>=), C(>)).
+  - Both versions must be strings. A number is an error, an int as well as a float (an unquoted YAML C(8.20) is the
+    number 8.2), so quote versions in YAML.
 options:
   _input:
     description: The version on the left, for example the installed one.
@@ -70,9 +72,10 @@ def ascend_version_compare(version, other, operator=None):
         raise AnsibleFilterError(f"ascend_version_compare: operator {operator!r} is not one of "
                                  f"{', '.join(_OPERATORS)}")
     for name, value in (("input", version), ("other", other)):
-        if isinstance(value, (bool, float)):
+        if not isinstance(value, str):
+            # a YAML float loses digits (8.20 is 8.2) and an int is no release (824 is not 8.2.4)
             raise AnsibleFilterError(f"ascend_version_compare: {name}={value!r} is not a version string; quote "
-                                     f"it in YAML (an unquoted 8.20 is the number 8.2)")
+                                     f"it in YAML, e.g. '8.2.0' (an unquoted 8.20 is the number 8.2)")
     try:
         order = compare_versions(version, other)
     except AscendVersionError as exc:

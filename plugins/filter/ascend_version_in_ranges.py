@@ -19,7 +19,9 @@ description:
     are matched against the family of an C(Innerversion) such as C(V100R001C23SPC002B210) instead.
 options:
   _input:
-    description: The version (or, for family lists, the Innerversion) to test.
+    description:
+      - The version (or, for family lists, the Innerversion) to test.
+      - A string; a number is an error (an unquoted YAML C(7.10) is the number 7.1), so quote it.
     type: str
     required: true
   ranges:
@@ -63,7 +65,12 @@ def ascend_version_in_ranges(version, ranges):
         raise AnsibleFilterError(f"ascend_version_in_ranges: ranges={ranges!r} holds no [low,high] or [family] "
                                  f"entry; pass the compatible_version* text of a version.info, e.g. "
                                  f"'[7.0.0,7.2.99]'")
-    text = str(version).strip()
+    if not isinstance(version, str):
+        # a YAML float loses digits (7.10 is 7.1) and an int is no release: no number is read as a version
+        raise AnsibleFilterError(f"ascend_version_in_ranges: version={version!r} is not a version string; quote it "
+                                 f"in YAML, e.g. '7.7.0.1.231', or pass the Version or Innerversion of a "
+                                 f"version.info")
+    text = version.strip()
     if family(text):
         return family_listed(text, ranges)
     try:

@@ -96,7 +96,7 @@ def bench_report(probe, bench=None, slo=None, meta=None, plot_file="latency.svg"
             bench = json.loads(bench) if bench.strip() else None
         except ValueError as exc:
             raise AnsibleFilterError(f"bench_report: bench is not JSON ({exc}): {bench[:80]!r}; pass the file that "
-                                     "vllm bench serve --save-result wrote, read with from_json") from exc
+                                     "vllm bench serve --save-result wrote, read with from_json") from None
     try:
         report = build_report(probe=probe, bench=bench, slo=slo, meta=meta)
         return {"report": report, "markdown": render_markdown(report, plot_file=plot_file), "svg": render_svg(report)}

@@ -74,14 +74,22 @@ def compat_row(version, glibc=None, available=None, cann=None):
                                  f"{version!r}")
     text = str(version).strip()
     if text.lower() == "latest":
+        for name, value, example in (("glibc", glibc, "2.28"), ("cann", cann, "8.5.1")):
+            # a YAML float loses digits (glibc 2.30 is 2.3): no float is read as a version
+            if isinstance(value, (bool, float)) or not isinstance(value, (str, int, type(None))):
+                raise AnsibleFilterError(f"compat_row: {name}={value!r:.200} is not a version string; quote it in "
+                                         f"YAML, e.g. '{example}' (an unquoted 2.30 is the number 2.3)")
         glibc = str(glibc).strip() if glibc not in (None, "") else None
         cann = str(cann).strip() if cann not in (None, "") else None
         if available is not None and (isinstance(available, str) or not isinstance(available, (list, tuple))):
             raise AnsibleFilterError(f"compat_row: available must be a list of vllm-ascend releases, got "
                                      f"{available!r}")
+        if available is not None and not all(isinstance(v, str) for v in available):
+            raise AnsibleFilterError(f"compat_row: available must be a list of vllm-ascend releases (quoted version "
+                                     f"strings), got {available!r:.200}")
         try:
             row = default_release(glibc=glibc, cann=cann,
-                                  available=None if available is None else [str(v) for v in available])
+                                  available=None if available is None else list(available))
         except ValueError as exc:
             raise AnsibleFilterError(f"compat_row: {exc}") from exc
         if row is None:

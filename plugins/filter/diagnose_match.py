@@ -106,13 +106,13 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.diagnose import Diag
 def diagnose_match(texts, signatures=None, max_examples=3, vllm_version=""):
     """Find the known failure signatures in gathered texts."""
     try:
-        return match(texts, signatures=signatures, max_examples=int(max_examples), vllm_version=vllm_version or None)
+        return match(texts, signatures=signatures, max_examples=max_examples, vllm_version=vllm_version)
     except (DiagnoseError, TypeError, ValueError) as exc:
         raise AnsibleFilterError(
             f"diagnose_match: cannot match the input ({type(texts).__name__}): {exc}. Pass a mapping of source name "
             "to text, e.g. {'npu-smi info': result.stdout}, or a list of {source, text}, and vllm_version as a "
             "release such as 0.11.0 (or empty)."
-        ) from exc
+        ) from None
 
 
 class FilterModule:

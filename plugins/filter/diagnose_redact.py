@@ -19,9 +19,12 @@ description:
     JWTs, Hugging Face tokens (C(hf_...)) and passwords in URLs."
   - Keys merely containing such a word, like C(tokenizer) or C(max_num_batched_tokens), are kept.
   - Time grows linearly with the text, also on one line of several MiB.
+  - V(None) passes through (returned as V(None)), so an output that was never captured needs no default. Any other
+    input that is not a string (bytes, a list of lines, a mapping, a number) is an error; its value is not shown in
+    the message, as it may hold secrets.
 options:
   _input:
-    description: The text.
+    description: The text; V(None) passes through as V(None).
     type: string
     required: true
 seealso:
@@ -42,7 +45,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: The text with the secret values replaced by C(<redacted>).
+  description: The text with the secret values replaced by C(<redacted>); V(None) for V(None).
   type: str
 """
 
@@ -53,12 +56,14 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.diagnose import Diag
 def diagnose_redact(text):
     """Remove secrets from text."""
     try:
-        return redact(text)
-    except DiagnoseError as exc:
+        return redact(text)   # None passes through (DOCUMENTATION)
+    except DiagnoseError:
+        # the value is bound for redaction: only its type is named
         raise AnsibleFilterError(
             f"diagnose_redact: the input must be text (a string, e.g. the decoded content of a file), got "
-            f"{type(text).__name__}: {exc}"
-        ) from exc
+            f"{type(text).__name__}: its value is not shown, as it may hold secrets. Pass the text, e.g. slurp's "
+            "content | b64decode, or a list of lines joined with join('\\n'); None passes through as None."
+        ) from None
 
 
 class FilterModule:

@@ -27,7 +27,10 @@ options:
     type: dict
     required: true
   vllm_version:
-    description: The vLLM version the node will run (keeps an option removed only in a later release).
+    description:
+      - The vLLM version the node will run (keeps an option removed only in a later release); empty or absent for none.
+      - A version string; a number (an unquoted YAML C(0.10) is the number 0.1) or a text that is no version is an
+        error.
     type: str
 """
 
@@ -79,7 +82,7 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.guide_settings impor
 def from_guide(guide, vllm_version=None):
     """Return ``{settings, env, notes}`` for the guide's settings."""
     try:
-        return translate_guide(guide, vllm_version=None if vllm_version is None else str(vllm_version))
+        return translate_guide(guide, vllm_version=vllm_version)
     except (TypeError, ValueError) as exc:
         raise AnsibleFilterError(f"from_guide: {exc}") from exc
 

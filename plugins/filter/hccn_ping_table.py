@@ -82,10 +82,14 @@ def hccn_ping_table(data):
     for host, e in pairs:
         if not isinstance(e, dict) or "device" not in e or "address" not in e:
             raise AnsibleFilterError(f"hccn_ping_table: entry {e!r} of host {host!r} needs 'device' and 'address'")
+        if not isinstance(e["address"], str):
+            raise AnsibleFilterError(f"hccn_ping_table: address {e['address']!r} of host {host!r} entry {e!r:.200} is "
+                                     "not an IPv4 address (a string); pass the ping entries of ascendai.vllm.hccn "
+                                     "unchanged")
         rows.append({
             "host": host,
             "device": _number(e["device"], "device", host, e),
-            "address": str(e["address"]),
+            "address": e["address"],
             "received": _number(e.get("received"), "received", host, e),
             "transmitted": _number(e.get("transmitted"), "transmitted", host, e),
             "loss_percent": _number(e.get("loss_percent"), "loss_percent", host, e),

@@ -78,10 +78,16 @@ def preflight_report(host, architectures=None, min_memory_mb=None, model_dir=Non
     if isinstance(architectures, str) or not isinstance(architectures, (list, tuple)):
         raise AnsibleFilterError(f"preflight_report: architectures must be a list (preflight_architectures), got "
                                  f"{architectures!r}")
+    if not all(isinstance(arch, str) for arch in architectures):
+        raise AnsibleFilterError(f"preflight_report: architectures must be a list of CPU architectures (strings, "
+                                 f"e.g. ['aarch64']), got {architectures!r:.200}")
+    if not isinstance(model_dir, str) or not model_dir:
+        raise AnsibleFilterError(f"preflight_report: model_dir must be the model directory (preflight_model_dir, a "
+                                 f"path), got {model_dir!r:.200}")
     host = dict(host)
-    if "free_bytes" not in host:
-        host["free_bytes"] = free_bytes(host.get("df"))
     try:
+        if "free_bytes" not in host:
+            host["free_bytes"] = free_bytes(host.get("df"))
         return report(host, settings)
     except PreflightError as exc:
         raise AnsibleFilterError(f"preflight_report: {exc}") from None

@@ -14,7 +14,9 @@ description:
     problems) above the hosts' lines that P(ascendai.vllm.preflight_report#filter) returns as C(row).
 options:
   _input:
-    description: The hosts' lines.
+    description:
+      - The hosts' lines, the C(row) strings of P(ascendai.vllm.preflight_report#filter). An item that is not a
+        string (a number, V(None), the whole report) is an error naming it.
     type: list
     elements: str
     required: true
@@ -37,14 +39,17 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.preflight import table
+from ansible_collections.ascendai.vllm.plugins.module_utils.preflight import PreflightError, table
 
 
 def preflight_table(rows):
     """``[header] + rows``."""
-    if isinstance(rows, (str, dict)) or not hasattr(rows, "__iter__"):
+    if isinstance(rows, (str, bytes, dict)) or not hasattr(rows, "__iter__"):
         raise AnsibleFilterError(f"preflight_table: the input must be the list of host lines, got {rows!r}")
-    return table(list(rows))
+    try:
+        return table(rows)
+    except PreflightError as exc:
+        raise AnsibleFilterError(f"preflight_table: {exc}") from None
 
 
 class FilterModule:  # pylint: disable=too-few-public-methods

@@ -86,9 +86,12 @@ def systemd_quote(value, kind, name, secret=False):
     """Quote ``value`` for systemd, or raise AnsibleFilterError naming ``name`` and the fix."""
     if not isinstance(kind, str) or kind not in _KINDS:
         raise AnsibleFilterError(f"systemd_quote: kind={kind!r} is not one of {', '.join(_KINDS)}")
+    if not isinstance(secret, bool):   # bool('false') is True
+        raise AnsibleFilterError(f"systemd_quote: secret={secret!r:.200} must be true or false (whether the value may "
+                                 "be shown in messages)")
     try:
         if kind == "env_file":
-            return env_file(value, name, secret=bool(secret))
+            return env_file(value, name, secret=secret)
         return _KINDS[kind](value, name)
     except SystemdSyntaxError as exc:
         raise AnsibleFilterError(f"systemd_quote: {exc}. Nothing was written with it.") from None

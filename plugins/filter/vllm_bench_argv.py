@@ -31,6 +31,10 @@ options:
       - C(python), C(launcher) (code for C(python -c) that runs the benchmark from its module), C(script)
         (optional), C(base_url), C(model), C(tokenizer), C(input_len), C(output_len), C(requests), C(concurrency),
         C(warmup), C(ignore_eos), C(result_dir), C(result_filename).
+      - C(script), C(warmup) and C(ignore_eos) may be left out; a missing or unknown key is an error that names it.
+        C(python), C(launcher), C(base_url), C(model), C(tokenizer), C(result_dir) and C(result_filename) are
+        non-empty strings; C(input_len), C(output_len), C(requests) and C(concurrency) positive integers;
+        C(warmup) a whole number; C(ignore_eos) a boolean.
     type: dict
     required: true
 """
@@ -51,18 +55,15 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.bench_report import vllm_bench_argv as _argv
+from ansible_collections.ascendai.vllm.plugins.module_utils.bench_report import ReportError, vllm_bench_argv as _argv
 
 
 def vllm_bench_argv(info, settings):
     """Return ``{argv, warmup, notes}`` (see DOCUMENTATION)."""
-    if not isinstance(info, dict) or not isinstance(settings, dict):
-        raise AnsibleFilterError("vllm_bench_argv: pass the detection result (a dict) and settings (a dict), got "
-                                 f"{type(info).__name__} and {type(settings).__name__}")
     try:
         return _argv(info, settings)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise AnsibleFilterError(f"vllm_bench_argv: {exc}") from exc
+    except ReportError as exc:
+        raise AnsibleFilterError(f"vllm_bench_argv: {exc}") from None
 
 
 class FilterModule:

@@ -43,9 +43,12 @@ options:
     description:
       - The vLLM version on the node (a local label such as C(+cpu) is ignored). A release between two releases of
         the table is read with the older one. Empty or absent uses vLLM 0.32.0.
+      - A string; a number is an error (an unquoted YAML C(0.10) is the number 0.1), so quote it.
     type: str
   allow_unknown:
-    description: Pass option names that the release does not know (the node-side check still applies).
+    description:
+      - Pass option names that the release does not know (the node-side check still applies).
+      - A boolean; anything else (the text C(false) included) is an error.
     type: bool
     default: false
 """
@@ -82,9 +85,8 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.vllm_options import 
 def vllm_config(options, model=None, served_model_name=None, vllm_version=None, allow_unknown=False):
     """Return the ``vllm serve --config`` mapping or raise AnsibleFilterError naming every bad option."""
     try:
-        return render_config(options, model=model, served_model_name=served_model_name,
-                             vllm_version=None if vllm_version is None else str(vllm_version),
-                             allow_unknown=bool(allow_unknown))
+        return render_config(options, model=model, served_model_name=served_model_name, vllm_version=vllm_version,
+                             allow_unknown=allow_unknown)
     except OptionError as exc:
         raise AnsibleFilterError(f"vllm_config: {exc}") from exc
 

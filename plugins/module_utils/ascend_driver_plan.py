@@ -80,6 +80,35 @@ def installer_word(output):
     return False, said
 
 
+def _check_reboot_inputs(outputs, owed, probe, disk_driver):
+    """PlanError naming the first input of :func:`reboot_plan` that is not what the role registers (its value cut
+    to 200 characters), before anything is read from them."""
+    if outputs is not None and not isinstance(outputs, dict):
+        raise PlanError(f"outputs must map driver/firmware to the installer's stdout, got {type(outputs).__name__} "
+                        f"{outputs!r:.200}; pass {{'driver': <the driver installer's stdout>}} (or firmware)")
+    unknown = sorted(map(repr, set(outputs or {}) - set(KINDS)))
+    if unknown:
+        raise PlanError(f"outputs has unknown kinds [{', '.join(unknown)}]; use driver and/or firmware")
+    for kind, text in (outputs or {}).items():
+        if text is not None and not isinstance(text, str):
+            raise PlanError(f"outputs[{kind!r}]={text!r:.200} is not the installer's stdout (a string); pass the "
+                            f"stdout of the registered run, e.g. {{{kind!r}: run.stdout}}")
+    if owed is not None and (isinstance(owed, str) or not isinstance(owed, (list, tuple))
+                             or not all(isinstance(line, str) for line in owed)):
+        raise PlanError(f"owed={owed!r:.200} must be a list of lines (strings); pass the lines of the reboot "
+                        "marker, e.g. (content | b64decode).splitlines()")
+    if probe is not None and not isinstance(probe, dict):
+        raise PlanError(f"probe={probe!r:.200} must be the registered result of ascendai.vllm.npu_info (a mapping), "
+                        "or {} when it was skipped")
+    loaded = (probe or {}).get("driver_version")
+    if loaded is not None and not isinstance(loaded, str):
+        raise PlanError(f"probe['driver_version']={loaded!r:.200} is not a version string; pass the registered "
+                        "result of ascendai.vllm.npu_info unchanged")
+    if disk_driver is not None and not isinstance(disk_driver, str):
+        raise PlanError(f"disk_driver={disk_driver!r:.200} is not a version string; pass the Version of "
+                        "driver/version.info as a string, e.g. '25.2.0' (empty when there is none)")
+
+
 def reboot_plan(outputs, owed=None, probe=None, disk_driver=None):
     """Whether the node must reboot now, and why.
 
@@ -92,9 +121,8 @@ def reboot_plan(outputs, owed=None, probe=None, disk_driver=None):
     Returns ``{reboot, reasons, said, probe_error}``: ``said`` maps each kind to the installer's line about it;
     ``probe_error`` is npu-smi's classified failure when it failed (it is reported, never a reason to reboot).
     """
+    _check_reboot_inputs(outputs, owed, probe, disk_driver)
     outputs = outputs or {}
-    if not isinstance(outputs, dict):
-        raise PlanError(f"outputs must map driver/firmware to the installer's stdout, got {type(outputs).__name__}")
     reasons, said = [], {}
     for kind in KINDS:
         if kind not in outputs:
@@ -104,7 +132,7 @@ def reboot_plan(outputs, owed=None, probe=None, disk_driver=None):
         if needed:
             reasons.append(f"the {kind} installer says: {line}")
     for line in owed or []:
-        line = str(line).strip()
+        line = line.strip()
         if line and line not in reasons:
             reasons.append(f"still owed from an earlier run ({line})")
     probe = probe or {}

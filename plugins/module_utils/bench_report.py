@@ -210,6 +210,30 @@ def _check(source, slo_name, limit, measured, higher_is_better, label, unit):
     return {"source": source, "slo": slo_name, "limit": limit, "measured": measured, "ok": ok, "message": text}
 
 
+# The parts of an openai_probe result that are read as mappings or lists, and what each must be.
+_PROBE_STATS = ("ttft_ms", "e2e_ms", "tpot_ms", "tokens_per_s")
+_PROBE_FIX = "; pass the registered result of ascendai.vllm.openai_probe (mode bench) unchanged"
+
+
+def _check_probe_shapes(probe):
+    """ReportError naming the first part of an openai_probe result that is not of the shape the module writes."""
+    for key in _PROBE_STATS:
+        value = probe.get(key)
+        if value is not None and not isinstance(value, dict):
+            raise ReportError(f"probe.{key}={value!r:.200} must be the statistics openai_probe writes (a mapping of "
+                              f"min, mean, p50, p90, p99, max) or null{_PROBE_FIX}")
+    value = probe.get("errors_by_kind")
+    if value is not None and not isinstance(value, dict):
+        raise ReportError(f"probe.errors_by_kind={value!r:.200} must be a mapping of error kind to count{_PROBE_FIX}")
+    value = probe.get("errors")
+    if value is not None and (not isinstance(value, list) or not all(isinstance(e, dict) for e in value)):
+        raise ReportError(f"probe.errors={value!r:.200} must be a list of the failed requests (mappings with index, "
+                          f"kind, status, message){_PROBE_FIX}")
+    value = probe.get("per_request")
+    if value is not None and not isinstance(value, list):
+        raise ReportError(f"probe.per_request={value!r:.200} must be a list of the requests (mappings){_PROBE_FIX}")
+
+
 def build_report(probe=None, bench=None, slo=None, meta=None):
     """Compare the probe summary and the vllm bench result with the SLOs.
 
@@ -230,6 +254,7 @@ def build_report(probe=None, bench=None, slo=None, meta=None):
         if "ttft_ms" not in probe or "requests" not in probe:
             raise ReportError("probe is not an openai_probe result in mode bench (no 'ttft_ms'/'requests'); "
                               f"its keys: {sorted(probe)[:12]}")
+        _check_probe_shapes(probe)
         probe_out = {key: probe.get(key) for key in PROBE_KEYS}
         stat = slo["ttft_stat"]
         checks.append(_check("openai_probe", "ttft_ms", slo["ttft_ms"], _num((probe.get("ttft_ms") or {}).get(stat)),
@@ -467,6 +492,69 @@ REQUIRED_OPTIONS = ("--base-url", "--model", "--tokenizer", "--dataset-name", "-
                     "--random-output-len", "--num-prompts", "--max-concurrency", "--save-result",
                     "--result-dir", "--result-filename")
 
+# What the settings of vllm_bench_argv hold: text, counts (with the bench role's variable and an example) and the
+# optional keys.
+BENCH_SETTINGS_TEXT = ("python", "launcher", "base_url", "model", "tokenizer", "result_dir", "result_filename")
+BENCH_SETTINGS_COUNTS = {"input_len": ("bench_input_len", 128), "output_len": ("bench_output_len", 128),
+                         "requests": ("bench_requests", 50), "concurrency": ("bench_concurrency", 8)}
+BENCH_SETTINGS_REQUIRED = ("python", "launcher", "base_url", "model", "tokenizer", "input_len", "output_len",
+                           "requests", "concurrency", "result_dir", "result_filename")   # in DOCUMENTATION's order
+BENCH_SETTINGS_OPTIONAL = ("script", "warmup", "ignore_eos")
+BENCH_SETTINGS_HOLD = (f"the settings dict holds {', '.join(BENCH_SETTINGS_TEXT)} (strings), "
+                       f"{', '.join(BENCH_SETTINGS_COUNTS)} (positive integers), and optionally script, warmup and "
+                       "ignore_eos (see the bench role's task that calls this filter)")
+
+
+def _whole(value):
+    """``value`` as an int when it is one (or its digits as text), else None; a boolean is no number."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def check_bench_settings(info, settings):
+    """ReportError naming what is missing or wrong in the inputs of :func:`vllm_bench_argv`, before anything is
+    built from them (no value is turned into text or a number it is not)."""
+    if not isinstance(info, dict) or not isinstance(settings, dict):
+        raise ReportError("pass the detection result (a dict) and settings (a dict), got "
+                          f"{type(info).__name__} and {type(settings).__name__}")
+    options = info.get("options")
+    if options is not None and (not isinstance(options, dict) or not all(
+            choices is None or (isinstance(choices, (list, tuple)) and all(isinstance(c, str) for c in choices))
+            for choices in options.values())):
+        raise ReportError(f"the detection result's options={options!r:.200} must map each option string to its "
+                          "choices (or null), as the bench role's detection writes it")
+    missing = [key for key in BENCH_SETTINGS_REQUIRED if key not in settings]
+    if missing:
+        raise ReportError(f"settings lack {', '.join(missing)}; {BENCH_SETTINGS_HOLD}")
+    unknown = sorted(set(settings) - set(BENCH_SETTINGS_REQUIRED) - set(BENCH_SETTINGS_OPTIONAL), key=str)
+    if unknown:
+        raise ReportError(f"settings has unknown keys {', '.join(map(str, unknown))}; {BENCH_SETTINGS_HOLD}")
+    for key in BENCH_SETTINGS_TEXT:
+        value = settings[key]
+        if not isinstance(value, str) or not value.strip():
+            raise ReportError(f"settings {key}={value!r:.200} is not a non-empty string; {BENCH_SETTINGS_HOLD}")
+    for key, (variable, example) in BENCH_SETTINGS_COUNTS.items():
+        value = settings[key]
+        number = _whole(value)
+        if number is None or number < 1:
+            raise ReportError(f"settings {key}={value!r:.200} is not a positive integer ({variable}, e.g. "
+                              f"{example})")
+    script = settings.get("script")
+    if script is not None and not isinstance(script, str):
+        raise ReportError(f"settings script={script!r:.200} must be the path of benchmark_serving.py (a string) or "
+                          "empty (bench_vllm_serve_script)")
+    warmup = settings.get("warmup")
+    if warmup not in (None, "") and _whole(warmup) is None:
+        raise ReportError(f"settings warmup={warmup!r:.200} is not a whole number of requests (bench_warmup, e.g. 1)")
+    ignore_eos = settings.get("ignore_eos")
+    if ignore_eos is not None and not isinstance(ignore_eos, bool):
+        raise ReportError(f"settings ignore_eos={ignore_eos!r:.200} must be true or false (bench_ignore_eos | bool)")
+
 
 def vllm_bench_argv(info, settings):
     """The command line that runs the serve benchmark of the node's vLLM with the probe's workload.
@@ -477,9 +565,10 @@ def vllm_bench_argv(info, settings):
     ``warmup``, ``ignore_eos``, ``result_dir``, ``result_filename``.
     Returns ``{argv, warmup, notes}`` (warmup: requests vllm bench sends before measuring); argv is None (and
     notes say why) when this vLLM has no serve benchmark and no script is given; raises ReportError when the
-    benchmark lacks an option the workload needs.
+    benchmark lacks an option the workload needs, and (:func:`check_bench_settings`) when a setting is missing or
+    not what it must be.
     """
-    info = info or {}
+    check_bench_settings(info, settings)
     notes = []
     if info.get("module"):
         options = info.get("options") or {}
@@ -510,12 +599,12 @@ def vllm_bench_argv(info, settings):
     else:
         raise ReportError(f"vllm bench serve of vLLM {info.get('vllm')} offers no OpenAI completions backend "
                           "(--backend/--endpoint-type openai or openai-comp)")
-    argv += ["--base-url", str(settings["base_url"]), "--model", str(settings["model"]),
-             "--tokenizer", str(settings["tokenizer"]), "--dataset-name", "random",
-             "--random-input-len", str(int(settings["input_len"])),
-             "--random-output-len", str(int(settings["output_len"])),
-             "--num-prompts", str(int(settings["requests"])),
-             "--max-concurrency", str(int(settings["concurrency"]))]
+    argv += ["--base-url", settings["base_url"], "--model", settings["model"],
+             "--tokenizer", settings["tokenizer"], "--dataset-name", "random",
+             "--random-input-len", str(_whole(settings["input_len"])),
+             "--random-output-len", str(_whole(settings["output_len"])),
+             "--num-prompts", str(_whole(settings["requests"])),
+             "--max-concurrency", str(_whole(settings["concurrency"]))]
     # --random-range-ratio is left at its default, which gives every prompt exactly input_len tokens in each
     # release: 1.0 with lengths from ratio*N to N up to 0.8.4, 0.0 with (1-ratio)*N to (1+ratio)*N from 0.8.5
     # (https://github.com/vllm-project/vllm/blob/v0.8.4/vllm/benchmarks/serve.py#L79-L92,
@@ -525,14 +614,14 @@ def vllm_bench_argv(info, settings):
     argv += ["--save-result"]
     if "--save-detailed" in options:
         argv += ["--save-detailed"]
-    argv += ["--result-dir", str(settings["result_dir"]), "--result-filename", str(settings["result_filename"])]
+    argv += ["--result-dir", settings["result_dir"], "--result-filename", settings["result_filename"]]
     if "--disable-tqdm" in options:
         argv += ["--disable-tqdm"]
     if settings.get("ignore_eos"):
         argv += ["--ignore-eos"]
     if "--temperature" in options:   # greedy, as openai_probe asks (the default of the releases that have it)
         argv += ["--temperature", "0.0"]
-    wanted = int(settings.get("warmup") or 0)
+    wanted = _whole(settings.get("warmup") or 0)
     warmup = 1   # the initial test run
     if wanted > 1 and "--num-warmups" in options:
         argv += ["--num-warmups", str(wanted - 1)]

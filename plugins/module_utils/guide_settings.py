@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.ascendai.vllm.plugins.module_utils.compat_matrix import parse_version
 from ansible_collections.ascendai.vllm.plugins.module_utils.vllm_options import (
     FAKE_ENV,
     KNOWN_ENV,
@@ -26,6 +27,7 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.vllm_options import 
     removed_message,
     snake,
     suggest,
+    version_type_error,
 )
 
 ACTIONS = ("changed", "renamed", "dropped", "rejected")
@@ -246,10 +248,19 @@ def translate_guide(guide, vllm_version=None):
 
     ``settings`` holds real vLLM options only (snake_case, ready for the ``vllm_config`` filter); ``env`` real
     environment variables only. ``vllm_version``: the vLLM the node will run (keeps an option that was removed
-    only in a later release). Raises TypeError when ``guide`` is not shaped like that.
+    only in a later release; None or empty: none). Raises TypeError when ``guide`` is not shaped like that or
+    ``vllm_version`` is not a string, ValueError when ``vllm_version`` is no version.
     """
     if not isinstance(guide, dict):
         raise TypeError(f"expected a mapping {{config: {{...}}, env: {{...}}}}, got {type(guide).__name__}")
+    if vllm_version is not None and not isinstance(vllm_version, str):
+        raise TypeError(version_type_error(vllm_version))
+    if vllm_version:
+        try:
+            parse_version(vllm_version)
+        except ValueError:
+            raise ValueError(f"vllm_version={vllm_version!r:.200} is not a vLLM version; give the release the node "
+                             "runs, e.g. '0.11.0', or leave it empty") from None
     settings, env_out, notes = {}, {}, []
     for top in guide:
         if top not in ("config", "env"):

@@ -28,8 +28,13 @@ class PreflightError(ValueError):
 
 
 def free_bytes(df_output):
-    """Available bytes from ``df -P -B1 DIR | tail -n 1`` (its 4th column); 0 when there is no such line."""
-    fields = str(df_output or "").split()
+    """Available bytes from ``df -P -B1 DIR | tail -n 1`` (its 4th column); 0 when there is no such line.
+
+    PreflightError when ``df_output`` is not that text (stdout_lines, say), which would read as 0 bytes free."""
+    if df_output is not None and not isinstance(df_output, str):
+        raise PreflightError(f"df must be the line of 'df -P -B1 DIR | tail -n 1' (its stdout, a string), got "
+                             f"{df_output!r:.200}")
+    fields = (df_output or "").split()
     try:
         return int(fields[3])
     except (IndexError, ValueError):
@@ -37,6 +42,8 @@ def free_bytes(df_output):
 
 
 def _number(name, value):
+    if isinstance(value, bool):   # float(True) is 1.0: a boolean is no amount
+        raise PreflightError(f"{name} must be a number, got {value!r}")
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -137,6 +144,8 @@ def _check_shapes(host):
             continue
         if not isinstance(plan, dict) or not all(isinstance(step, dict) for step in plan.values()):
             raise PreflightError(f"{key} must map each component to {{installed, wanted, action}}, got {plan!r}")
+    if not isinstance(host["name"], str) or not host["name"]:
+        raise PreflightError(f"name must be the host's name (a string), got {host['name']!r:.200}")
     if not isinstance(host["architecture"], str):
         raise PreflightError(f"architecture must be a string, got {host['architecture']!r}")
     if isinstance(host["free_bytes"], bool) or not isinstance(host["free_bytes"], (int, float)):
@@ -162,5 +171,11 @@ def report(host, settings):
 
 
 def table(rows):
-    """The header line followed by ``rows``."""
-    return [ROW_FORMAT % HEADER] + [str(row) for row in rows]
+    """The header line followed by ``rows`` (the ``row`` strings of :func:`report`); PreflightError naming the
+    first item that is not a string."""
+    rows = list(rows)
+    for row in rows:
+        if not isinstance(row, str):
+            raise PreflightError(f"line {row!r:.200} is not a host line (a string); pass the row of each host's "
+                                 "preflight_report, e.g. map('extract', hostvars, ['_preflight_report', 'row'])")
+    return [ROW_FORMAT % HEADER] + rows

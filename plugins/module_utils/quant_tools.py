@@ -196,10 +196,18 @@ def quant_plan(vllm_ascend_version, python, tool_dir, model_path, save_path, scr
     data_files, sources, release_range, family, prerequisites, output}``; ``data_files`` are absolute (the guide's
     or family's data sets, only with its own script). Raises QuantToolError when the release has no tool.
     """
+    if not isinstance(vllm_ascend_version, str):
+        raise QuantToolError(
+            f"vllm_ascend_version={vllm_ascend_version!r:.200} is not a version string: set "
+            "model_vllm_ascend_version quoted in YAML, e.g. '0.11.0' (an unquoted 0.10 is the number 0.1), or "
+            "install vllm-ascend in the venv of model_quant_python")
+    if model_type is not None and not isinstance(model_type, str):
+        raise QuantToolError(f"model_type={model_type!r:.200} must be the model_type of the model's config.json "
+                             "(a string) or empty")
     row = find_row(vllm_ascend_version)
-    family = FAMILIES.get(str(model_type or "").strip().lower())
+    family = FAMILIES.get((model_type or "").strip().lower())
     if family is not None and row["tool"] in family["tools"]:
-        family_name = str(model_type).strip().lower()
+        family_name = model_type.strip().lower()
         sources = row["sources"] + tuple(_MSMODELSLIM.format(ref=row["ref"], path=path, lines=lines)
                                          for path, lines in _FAMILY_SOURCES[family_name])
         row = dict(row, script=family["script"], save_option=family["save_option"], args=family["args"],

@@ -198,6 +198,12 @@ def _pep440_key(version):
     return (tuple(release), pre, post, dev)
 
 
+def version_type_error(vllm_version):
+    """The message for a ``vllm_version`` that is not a string (a YAML float loses digits: 0.10 is 0.1)."""
+    return (f"vllm_version={vllm_version!r:.200} is not a version string; quote it in YAML, e.g. '0.11.0' (an "
+            "unquoted 0.10 is the number 0.1)")
+
+
 def release_for(vllm_version=None):
     """The release of the option table that describes ``vllm_version`` (the node's vLLM).
 
@@ -207,10 +213,12 @@ def release_for(vllm_version=None):
     releases with two tables, and a pre-release sorts before its final release. ``None``/empty:
     REFERENCE_VLLM_VERSION.
     """
-    if not vllm_version:
+    if vllm_version is None or vllm_version == "":
         return REFERENCE_VLLM_VERSION
+    if not isinstance(vllm_version, str):
+        raise OptionError(version_type_error(vllm_version))
     try:
-        wanted = parse_version(str(vllm_version))
+        wanted = parse_version(vllm_version)
     except ValueError:
         raise OptionError(f"vLLM {vllm_version!r} is not a version") from None
     for release in RELEASES:
@@ -292,6 +300,9 @@ def render_config(options, model=None, served_model_name=None, vllm_version=None
     if not isinstance(options, dict):
         raise OptionError("the options must be a mapping of vLLM option names to values, "
                           f"got {type(options).__name__}")
+    if not isinstance(allow_unknown, bool):
+        raise OptionError(f"allow_unknown={allow_unknown!r:.200} must be true or false (a boolean; the text "
+                          "'false' would count as true)")
     release = release_for(vllm_version)
     table = release_options(release)
     merged = {}

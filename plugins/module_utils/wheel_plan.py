@@ -74,6 +74,23 @@ def python_version(target):
     return str(value)
 
 
+def _check_target(target):
+    """WheelPlanError naming the first field of ``target`` that is not the text it must be (none is turned into
+    text it is not: a string of platforms would be read letter by letter)."""
+    name = target["name"]
+    if not isinstance(name, str):
+        raise WheelPlanError(f"a target's name must be a string (an item of offline_bundle_targets), got {name!r:.200}")
+    platforms = target.get("platforms")
+    if platforms not in (None, "") and (not isinstance(platforms, (list, tuple))
+                                  or not all(isinstance(tag, str) and tag for tag in platforms)):
+        raise WheelPlanError(f"platforms={platforms!r:.200} of target {name!r} must be a list of platform tags "
+                             "(strings, e.g. ['manylinux_2_28_aarch64'])")
+    uv_platform = target.get("uv_platform")
+    if uv_platform not in (None, "") and not isinstance(uv_platform, str):
+        raise WheelPlanError(f"uv_platform={uv_platform!r:.200} of target {name!r} must be uv's --python-platform (a "
+                             "string, e.g. 'aarch64-manylinux_2_28')")
+
+
 def wheels_dir(bundle_dir, target):
     """``<bundle>/wheels/<target name>``."""
     return f"{bundle_dir}/wheels/{target['name']}"
@@ -286,8 +303,9 @@ def plan(target, settings, row=None, requirements=None, locks=None, sdists=None,
     if not isinstance(target, dict) or not target.get("name"):
         raise WheelPlanError(f"a target is a dict with name and flavour (an item of offline_bundle_targets), "
                              f"got {target!r}")
+    _check_target(target)
     conf = _settings(settings)
-    name = str(target["name"])
+    name = target["name"]
     wheels = wheels_dir(conf["bundle_dir"], target)
     work = f"{conf['bundle_dir']}/.work"
     pip = pip_download_argv(conf["python"], conf["bundle_dir"], target)

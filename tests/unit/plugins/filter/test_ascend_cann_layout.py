@@ -72,3 +72,38 @@ def test_generation_boundary_npu_type_and_install_path():
 def test_bad_input_is_named(version, arch, needle):
     with pytest.raises(AnsibleFilterError, match=rf"^ascend_cann_layout: .*{needle}"):
         ascend_cann_layout(version, arch)
+
+
+@pytest.mark.parametrize("version", [8.5, 8.10, 8, True, None, ["8.5.1"], {"version": "8.5.1"}])
+def test_a_version_that_is_not_a_string_is_refused(version):
+    # an unquoted YAML 8.10 is the float 8.1: the layout of another release, so no number is read as a version
+    with pytest.raises(AnsibleFilterError, match=rf"^ascend_cann_layout: version={re.escape(repr(version))} is not "
+                                                 r"a version string; quote it in YAML, e.g\. ascend_cann_version: "
+                                                 r"\"8\.5\.1\""):
+        ascend_cann_layout(version, "aarch64")
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    ({"npu_type": 910}, "npu_type=910; pass the NPU of the package names as a string, e.g. '910b'"),
+    ({"npu_type": ["910b"]}, r"npu_type=\['910b'\]; pass the NPU"),
+    ({"install_path": 7}, "install_path=7; pass the CANN install path as an absolute path, e.g. '/usr/local/Ascend'"),
+    ({"install_path": "opt/Ascend"}, "install_path='opt/Ascend'; pass the CANN install path as an absolute path"),
+])
+def test_npu_type_and_install_path_that_are_not_strings_are_refused(kwargs, needle):
+    with pytest.raises(AnsibleFilterError, match=rf"^ascend_cann_layout: {needle}"):
+        ascend_cann_layout("8.5.1", "aarch64", **kwargs)
+
+
+def test_empty_npu_type_and_install_path_take_the_defaults():
+    layout = ascend_cann_layout("8.5.1", "aarch64", npu_type="", install_path=None)
+    assert layout["files"]["kernels"] == "Ascend-cann-910b-ops_8.5.1_linux-aarch64.run"
+    assert layout["toolkit_set_env"] == "/usr/local/Ascend/ascend-toolkit/set_env.sh"
+
+
+def test_a_text_that_is_no_version_is_named_once_with_the_fix():
+    with pytest.raises(AnsibleFilterError) as err:
+        ascend_cann_layout("latest", "aarch64")
+    message = str(err.value)
+    assert message.startswith("ascend_cann_layout: not an Ascend version: 'latest'")
+    assert message.endswith('Set the CANN release as a quoted string, e.g. ascend_cann_version: "8.5.1"'), message
+    assert message.count("not an Ascend version") == 1

@@ -5,6 +5,7 @@ disk; never on a failing npu-smi alone."""
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 from ansible.errors import AnsibleFilterError
@@ -67,6 +68,49 @@ def test_loaded_driver_other_than_on_disk_and_owed_reboot_are_reasons():
 
 @pytest.mark.parametrize("outputs,kind", [(["driver output"], "list"), ("driver output", "str"), (7, "int")])
 def test_outputs_that_are_not_a_mapping_are_refused(outputs, kind):
+    # the message names the value as well as its type, and what to pass
     with pytest.raises(AnsibleFilterError, match=rf"^ascend_reboot_plan: outputs must map driver/firmware to the "
-                                                 rf"installer's stdout, got {kind}$"):
+                                                 rf"installer's stdout, got {kind} {re.escape(repr(outputs))}; pass "
+                                                 r"\{'driver': <the driver installer's stdout>\} \(or firmware\)$"):
         ascend_reboot_plan(outputs)
+
+
+def test_a_long_value_is_cut_in_the_message():
+    outputs = ["x" * 1000]
+    with pytest.raises(AnsibleFilterError) as err:
+        ascend_reboot_plan(outputs)
+    message = str(err.value)
+    assert "got list ['xxx" in message and "x" * 300 not in message
+    assert len(message) < 400
+
+
+@pytest.mark.parametrize("args,kwargs,needle", [
+    ([{"driver": 7}], {}, r"outputs\['driver'\]=7 is not the installer's stdout \(a string\); pass the stdout of the "
+                          r"registered run, e.g\. \{'driver': run\.stdout\}"),
+    ([{"driver": ["line 1", "line 2"]}], {}, r"outputs\['driver'\]=\['line 1', 'line 2'\] is not the installer's "
+                                             r"stdout"),
+    ([{"drivers": "Reboot needed"}], {}, r"outputs has unknown kinds \['drivers'\]; use driver and/or firmware"),
+    ([{}], {"owed": "firmware 7.7.0 installed"}, r"owed='firmware 7.7.0 installed' must be a list of lines \(strings\)"
+                                                 r"; pass the lines of the reboot marker, e\.g\. "
+                                                 r"\(content \| b64decode\)\.splitlines\(\)"),
+    ([{}], {"owed": 7}, r"owed=7 must be a list of lines"),
+    ([{}], {"owed": ["ok", 7]}, r"owed=\['ok', 7\] must be a list of lines"),
+    ([{}], {"probe": "npu-smi failed"}, r"probe='npu-smi failed' must be the registered result of "
+                                        r"ascendai\.vllm\.npu_info \(a mapping\), or \{\} when it was skipped"),
+    ([{}], {"probe": ["x"]}, r"probe=\['x'\] must be the registered result"),
+    ([{}], {"probe": {"driver_version": 25.2}}, r"probe\['driver_version'\]=25\.2 is not a version string"),
+    ([{}], {"disk_driver": 25.2}, r"disk_driver=25\.2 is not a version string; pass the Version of "
+                                  r"driver/version\.info as a string, e\.g\. '25\.2\.0'"),
+    ([{}], {"disk_driver": {"version": "25.2.0"}}, r"disk_driver=\{'version': '25\.2\.0'\} is not a version string"),
+])
+def test_inputs_that_are_not_what_the_role_registers_are_named(args, kwargs, needle):
+    with pytest.raises(AnsibleFilterError, match=rf"^ascend_reboot_plan: {needle}"):
+        ascend_reboot_plan(*args, **kwargs)
+
+
+def test_empty_inputs_stay_empty():
+    # what the role passes when nothing ran, nothing is owed and npu_info was skipped
+    plan = ascend_reboot_plan({}, owed=[], probe={}, disk_driver="")
+    assert plan == {"reboot": False, "reasons": [], "said": {}, "probe_error": ""}
+    assert ascend_reboot_plan(None, owed=None, probe=None, disk_driver=None)["reboot"] is False
+    assert ascend_reboot_plan({"driver": None})["said"] == {"driver": ""}

@@ -63,3 +63,19 @@ def test_unknown_operator_is_named(operator):
     with pytest.raises(AnsibleFilterError, match=rf"^ascend_version_compare: operator {operator!r} is not one of "
                                                  r"<, <=, ==, !=, >=, >$"):
         ascend_version_compare("8.2.0", "8.2.0", operator)
+
+
+@pytest.mark.parametrize("left,right,needle", [
+    (824, "8.2.0", "input=824"),
+    ("8.2.0", 8, "other=8"),
+    (None, "8.2.0", "input=None"),
+    ("8.2.0", ["8.2.0"], r"other=\['8.2.0'\]"),
+    ({"version": "8.2.0"}, "8.2.0", r"input=\{'version': '8.2.0'\}"),
+    (b"8.2.0", "8.2.0", "input=b'8.2.0'"),
+])
+def test_a_version_that_is_not_a_string_is_refused(left, right, needle):
+    # an int is refused like a float: no number is read as a version (824 is not 8.2.4)
+    with pytest.raises(AnsibleFilterError, match=rf"^ascend_version_compare: {needle} is not a version string; quote "
+                                                 r"it in YAML, e.g\. '8\.2\.0' \(an unquoted 8\.20 is the number "
+                                                 r"8\.2\)$"):
+        ascend_version_compare(left, right)

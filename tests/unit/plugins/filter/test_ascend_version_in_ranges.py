@@ -79,3 +79,13 @@ def test_a_version_that_is_not_ascend_is_named(version):
     with pytest.raises(AnsibleFilterError, match=rf"^ascend_version_in_ranges\('{re.escape(version)}', "
                                                  r"'\[7.0.0,7.2.99\]'\): not an Ascend version"):
         ascend_version_in_ranges(version, "[7.0.0,7.2.99]")
+
+
+@pytest.mark.parametrize("version", [7.7, 7, True, None, ["7.7.0"], {"Version": "7.7.0"}])
+def test_a_version_that_is_not_a_string_is_refused(version):
+    # str() of a float loses digits (7.10 is 7.1): the version must come quoted, as version.info gives it
+    with pytest.raises(AnsibleFilterError, match=rf"^ascend_version_in_ranges: version={re.escape(repr(version))} "
+                                                 r"is not a version string; quote it in YAML, e\.g\. "
+                                                 r"'7\.7\.0\.1\.231', or pass the Version or Innerversion of a "
+                                                 r"version\.info$"):
+        ascend_version_in_ranges(version, "[7.0.0,7.7.99]")

@@ -89,3 +89,30 @@ def test_skipped_probe_and_a_0_11_result_without_failed():
 def test_bad_input_is_named(probe, probe_in, kwargs, needle):
     with pytest.raises(AnsibleFilterError, match=rf"^bench_report: .*{needle}"):
         bench_report(probe if probe_in == "P" else probe_in, **kwargs)
+
+
+@pytest.mark.parametrize("key,value,needle", [
+    ("ttft_ms", "fast", r"probe\.ttft_ms='fast' must be the statistics openai_probe writes \(a mapping of min, mean, "
+                        r"p50, p90, p99, max\) or null"),
+    ("e2e_ms", [1, 2], r"probe\.e2e_ms=\[1, 2\] must be the statistics"),
+    ("tpot_ms", 7, r"probe\.tpot_ms=7 must be the statistics"),
+    ("tokens_per_s", True, r"probe\.tokens_per_s=True must be the statistics"),
+    ("errors_by_kind", ["timeout"], r"probe\.errors_by_kind=\['timeout'\] must be a mapping of error kind to count"),
+    ("errors", "HTTP 500", r"probe\.errors='HTTP 500' must be a list of the failed requests \(mappings with index, "
+                           r"kind, status, message\)"),
+    ("errors", [1], r"probe\.errors=\[1\] must be a list of the failed requests"),
+    ("per_request", 7, r"probe\.per_request=7 must be a list of the requests \(mappings\)"),
+])
+def test_a_probe_field_of_the_wrong_shape_is_named(probe, key, value, needle):
+    # before the fix these escaped as AttributeError/TypeError ('str' object has no attribute 'get')
+    with pytest.raises(AnsibleFilterError, match=rf"^bench_report: {needle}.*; pass the registered result of "
+                                                 r"ascendai\.vllm\.openai_probe \(mode bench\) unchanged$"):
+        bench_report(dict(probe, **{key: value}))
+
+
+def test_a_bench_text_that_is_not_json_is_named_once_with_the_fix(probe):
+    with pytest.raises(AnsibleFilterError) as err:
+        bench_report(probe, bench="not json {")
+    message = str(err.value)
+    assert message.endswith("pass the file that vllm bench serve --save-result wrote, read with from_json"), message
+    assert message.count("Expecting value") == 1

@@ -76,6 +76,15 @@ def test_latest_follows_glibc_cann_and_the_bundled_releases():
     ("latest", {"available": "0.11.0"}, "available must be a list of vllm-ascend releases, got '0.11.0'"),
     ("latest", {"available": []}, r"no final vllm-ascend release installs among the bundled releases \(none\)"),
     ("latest", {"glibc": "2.12"}, r"no final vllm-ascend release installs on glibc 2.12; pin vllm_ascend_version"),
+    # no number is read as a version (an unquoted glibc 2.30 is the float 2.3)
+    ("latest", {"glibc": 2.30}, r"glibc=2\.3 is not a version string; quote it in YAML, e\.g\. '2\.28' \(an unquoted "
+                                r"2\.30 is the number 2\.3\)$"),
+    ("latest", {"glibc": ["2.28"]}, r"glibc=\['2\.28'\] is not a version string"),
+    ("latest", {"cann": 8.5}, r"cann=8\.5 is not a version string; quote it in YAML, e\.g\. '8\.5\.1'"),
+    ("latest", {"cann": True}, r"cann=True is not a version string"),
+    ("latest", {"available": ["0.11.0", 0.18]}, r"available must be a list of vllm-ascend releases \(quoted version "
+                                                r"strings\), got \['0\.11\.0', 0\.18\]$"),
+    ("latest", {"available": [None]}, r"available must be a list of vllm-ascend releases \(quoted version strings\)"),
 ])
 def test_bad_input_is_named(version, kwargs, needle):
     with pytest.raises(AnsibleFilterError, match=rf"^compat_row: .*{needle}"):

@@ -78,7 +78,21 @@ def test_lines_none_and_own_signatures():
     ({"npu-smi info": 5}, {}, "dict", "text of 'npu-smi info' must be a string, got int"),
     ([{"text": "x"}], {}, "list", "entry #0 must be a mapping with 'source' and 'text'"),
     ({"a": "x"}, {"vllm_version": "banana"}, "dict", "vllm_version 'banana' is not a vLLM version"),
-    ({"a": "x"}, {"max_examples": "three"}, "dict", "invalid literal for int"),
+    ({"a": "x"}, {"max_examples": "three"}, "dict", r"max_examples='three' must be a whole number of lines to keep "
+                                                    r"per finding \(0 or more\), e\.g\. 3"),
+    ({"a": "x"}, {"max_examples": 2.5}, "dict", r"max_examples=2\.5 must be a whole number of lines"),
+    ({"a": "x"}, {"max_examples": True}, "dict", r"max_examples=True must be a whole number of lines"),
+    ({"a": "x"}, {"max_examples": -1}, "dict", r"max_examples=-1 must be a whole number of lines"),
+    # no number is read as a release (an unquoted 0.10 is the float 0.1)
+    ({"a": "x"}, {"vllm_version": 0.10}, "dict", r"vllm_version 0\.1 is not a version string; quote it in YAML, "
+                                                 r"e\.g\. '0\.11\.0' \(an unquoted 0\.10 is the number 0\.1\)"),
+    ({"a": "x"}, {"vllm_version": ["0.11.0"]}, "dict", r"vllm_version \['0\.11\.0'\] is not a version string"),
+    ({"a": "x"}, {"signatures": [{"id": "x", "title": "X", "remediation": "r",
+                                  "patterns": [{"regex": "x", "vllm": [0.10, None]}]}]},
+     "dict", r"signature 'x': vllm of pattern 'x': 0\.1 is not a version string; quote it in YAML"),
+    ({"a": "x"}, {"signatures": [{"id": "x", "title": "X", "remediation": "r",
+                                  "patterns": [{"regex": "x", "vllm": 7}]}]},
+     "dict", r"signature 'x': vllm of pattern 'x' must be \[oldest, newest\] \(null for open\), got 7"),
     ({"a": "x"}, {"signatures": [{"id": "x"}]}, "dict", r"signature #0 \('x'\) lacks title, patterns, remediation"),
 ])
 def test_bad_input_is_named(texts, kwargs, kind, needle):
@@ -87,3 +101,12 @@ def test_bad_input_is_named(texts, kwargs, kind, needle):
     message = str(info.value)
     assert message.startswith(f"diagnose_match: cannot match the input ({kind}): ")
     assert re.search(needle, message), message
+
+
+def test_max_examples_as_digits_and_the_message_is_not_repeated():
+    text = "link status: DOWN\nlink status: DOWN\n"
+    assert len(diagnose_match({"dmesg": text}, max_examples="1")[0]["examples"]) == 1
+    assert diagnose_match({"dmesg": text}, max_examples=0)[0]["examples"] == []
+    with pytest.raises(AnsibleFilterError) as info:
+        diagnose_match(42)
+    assert str(info.value).count("got int") == 1, str(info.value)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.filter.diagnose_redact import FilterModule
+from ansible_collections.ascendai.vllm.plugins.filter.diagnose_redact import DOCUMENTATION, RETURN, FilterModule
 
 diagnose_redact = FilterModule().filters()["diagnose_redact"]
 
@@ -50,3 +51,22 @@ def test_input_that_is_not_text_is_named(value, kind):
     with pytest.raises(AnsibleFilterError, match=rf"^diagnose_redact: the input must be text \(a string, e\.g\. the "
                                                  rf"decoded content of a file\), got {kind}: "):
         diagnose_redact(value)
+
+
+def test_none_passes_through_as_documented():
+    assert diagnose_redact(None) is None
+    doc = yaml.safe_load(DOCUMENTATION)
+    assert "None" in doc["options"]["_input"]["description"] and "passes through" in " ".join(doc["description"])
+    assert "None" in yaml.safe_load(RETURN)["_value"]["description"]
+
+
+@pytest.mark.parametrize("value", [{"VLLM_API_KEY": "sk-secret-1234"}, ["VLLM_API_KEY=sk-secret-1234"],
+                                   b"VLLM_API_KEY=sk-secret-1234", 5])
+def test_a_wrong_input_names_the_fix_and_never_shows_the_value(value):
+    with pytest.raises(AnsibleFilterError) as err:
+        diagnose_redact(value)
+    message = str(err.value)
+    assert "sk-secret-1234" not in message   # the value is bound for redaction: it is not printed
+    assert message.endswith(f"got {type(value).__name__}: its value is not shown, as it may hold secrets. Pass the "
+                            "text, e.g. slurp's content | b64decode, or a list of lines joined with join('\\n'); None "
+                            "passes through as None."), message

@@ -34,3 +34,26 @@ def test_guide_example_end_to_end():
 def test_bad_shape_is_a_filter_error():
     with pytest.raises(AnsibleFilterError, match="from_guide: expected a mapping"):
         from_guide("tensor_parallel_size=4")
+
+
+GUIDE = {"config": {"swap_space": 16}}
+
+
+@pytest.mark.parametrize("version,needle", [
+    (0.10, r"vllm_version=0\.1 is not a version string; quote it in YAML, e\.g\. '0\.11\.0' \(an unquoted 0\.10 is "
+           r"the number 0\.1\)"),
+    (11, r"vllm_version=11 is not a version string"),
+    (True, r"vllm_version=True is not a version string"),
+    (["0.11.0"], r"vllm_version=\['0\.11\.0'\] is not a version string"),
+    ("eleven", r"vllm_version='eleven' is not a vLLM version; give the release the node runs, e\.g\. '0\.11\.0', or "
+               r"leave it empty"),
+])
+def test_a_vllm_version_that_is_not_a_version_string_is_refused(version, needle):
+    # str() of a float loses digits (0.10 is 0.1) and a text that is no version read as 0.0.0: both are errors
+    with pytest.raises(AnsibleFilterError, match=rf"^from_guide: {needle}"):
+        from_guide(GUIDE, vllm_version=version)
+
+
+def test_an_empty_vllm_version_is_none():
+    assert from_guide(GUIDE, vllm_version="") == from_guide(GUIDE)
+    assert from_guide(GUIDE, vllm_version="0.9.1")["notes"] != from_guide(GUIDE)["notes"]   # swap_space kept in 0.9

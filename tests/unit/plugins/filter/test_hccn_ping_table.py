@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import re
+
 import pytest
 from ansible.errors import AnsibleFilterError
 from hypothesis import given
@@ -89,3 +91,13 @@ def test_one_row_per_entry_with_its_counts(data):
     assert sorted(tuple(r[:4]) for r in rows) == expected
     widths = {len(line.rstrip()) <= len(table.splitlines()[1]) for line in table.splitlines()}
     assert widths == {True}
+
+
+@pytest.mark.parametrize("address", [None, 10, ["10.0.0.1"]])
+def test_an_address_that_is_not_text_is_named(address):
+    # str() would have printed None or a list as the peer address
+    data = {"node1": [{"device": 0, "address": address, "received": 3, "transmitted": 3}]}
+    with pytest.raises(AnsibleFilterError, match=rf"^hccn_ping_table: address {re.escape(repr(address))} of host "
+                                                 r"'node1' entry .* is not an IPv4 address \(a string\); pass the ping "
+                                                 r"entries of ascendai\.vllm\.hccn unchanged$"):
+        hccn_ping_table(data)

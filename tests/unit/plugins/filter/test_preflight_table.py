@@ -56,8 +56,22 @@ def test_any_iterable_of_lines():
     assert len(preflight_table([])) == 1
 
 
-@pytest.mark.parametrize("rows", ["node1 row", {"node1": "row"}, None, 5])
+@pytest.mark.parametrize("rows", ["node1 row", {"node1": "row"}, None, 5, b"node1 row"])
 def test_input_that_is_not_a_list_is_named(rows):
     with pytest.raises(AnsibleFilterError, match=rf"^preflight_table: the input must be the list of host lines, "
                                                  rf"got {re.escape(repr(rows))}$"):
+        preflight_table(rows)
+
+
+@pytest.mark.parametrize("rows,item", [
+    ([1, 2], 1),
+    (["node1 row", None], None),
+    ([["node1 row"]], ["node1 row"]),
+    ([{"problems": [], "row": "node1 row"}], {"problems": [], "row": "node1 row"}),
+])
+def test_an_item_that_is_not_a_line_is_named(rows, item):
+    # DOCUMENTATION: the lines preflight_report returns as row (strings); nothing else is turned into text
+    with pytest.raises(AnsibleFilterError, match=rf"^preflight_table: line {re.escape(repr(item))} is not a host "
+                                                 r"line \(a string\); pass the row of each host's preflight_report, "
+                                                 r"e\.g\. map\('extract', hostvars, \['_preflight_report', 'row'\]\)$"):
         preflight_table(rows)

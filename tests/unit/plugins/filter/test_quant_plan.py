@@ -90,6 +90,14 @@ def test_deepseek_v3_takes_the_tools_deepseek_example():
     ("0.7.3", {}, "vllm-ascend 0.7.3 documents no quantization tool"),
     ("0.5.0", {}, "vllm-ascend 0.5.0 is older than every release with a quantization guide"),
     ("banana", {}, "'banana' is not a vllm-ascend version"),
+    # no number is read as a version (an unquoted 0.10 is the float 0.1) and no model_type turned into text
+    (0.10, {}, r"vllm_ascend_version=0\.1 is not a version string: set model_vllm_ascend_version quoted in YAML, "
+               r"e\.g\. '0\.11\.0' \(an unquoted 0\.10 is the number 0\.1\), or install vllm-ascend in the venv "
+               r"of model_quant_python$"),
+    (11, {}, r"vllm_ascend_version=11 is not a version string"),
+    (None, {}, r"vllm_ascend_version=None is not a version string"),
+    ("0.23.0", {"model_type": ["deepseek_v3"]}, r"model_type=\['deepseek_v3'\] must be the model_type of the "
+                                                r"model's config\.json \(a string\) or empty$"),
     ("0.11.0", {"model_path": ""}, "model_path must be a non-empty path, got ''"),
     ("0.11.0", {"python": None}, "python must be a non-empty path, got None"),
     ("0.11.0", {"clone_dir": "opt/ascendai"}, "clone_dir must be an absolute path, got 'opt/ascendai'"),

@@ -124,3 +124,11 @@ def test_unknown_kind_is_named(kind):
     with pytest.raises(AnsibleFilterError, match=rf"^systemd_quote: kind={re.escape(repr(kind))} is not one of "
                                                  r"env_file, env_plain, path, exec_path, text$"):
         systemd_quote("x", kind, name="v")
+
+
+@pytest.mark.parametrize("secret", ["false", "no", 0, None, [True]])
+def test_secret_that_is_not_a_boolean_is_refused(secret):
+    # bool('false') is True: a text is refused rather than read as its truth
+    with pytest.raises(AnsibleFilterError, match=rf"^systemd_quote: secret={re.escape(repr(secret))} must be true or "
+                                                 r"false \(whether the value may be shown in messages\)$"):
+        systemd_quote({"A": "1"}, "env_file", name="v", secret=secret)

@@ -92,15 +92,46 @@ def test_0_7_3_runs_the_source_trees_script_or_nothing():
     assert flags(out["argv"][2:]) == {"--backend": "openai", **WORKLOAD}
 
 
+HOLD = ("the settings dict holds python, launcher, base_url, model, tokenizer, result_dir, result_filename "
+        "(strings), input_len, output_len, requests, concurrency (positive integers), and optionally script, "
+        "warmup and ignore_eos (see the bench role's task that calls this filter)")
+
+
 @pytest.mark.parametrize("info,settings,start,end", [
     (["0.11.0"], SETTINGS, "vllm_bench_argv: pass the detection result (a dict) and settings (a dict), got list "
                            "and dict", ""),
     ({"module": True, "options": RELEASES["0.11.0"]}, "python", "vllm_bench_argv: pass the detection result",
      "got dict and str"),
     ({"module": True, "options": RELEASES["0.11.0"]}, {k: v for k, v in SETTINGS.items() if k != "python"},
-     "vllm_bench_argv: 'python'", "'python'"),
+     "vllm_bench_argv: settings lack python; " + HOLD, ""),
+    ({"module": True, "options": RELEASES["0.11.0"]},
+     {k: v for k, v in SETTINGS.items() if k not in ("model", "result_dir")},
+     "vllm_bench_argv: settings lack model, result_dir; " + HOLD, ""),
+    ({"module": False}, {}, "vllm_bench_argv: settings lack python, launcher, base_url, model, tokenizer, input_len, "
+                            "output_len, requests, concurrency, result_dir, result_filename; " + HOLD, ""),
+    ({"module": True, "options": RELEASES["0.11.0"]}, dict(SETTINGS, warmups=3),
+     "vllm_bench_argv: settings has unknown keys warmups; " + HOLD, ""),
     ({"module": True, "options": RELEASES["0.11.0"]}, dict(SETTINGS, input_len="long"),
-     "vllm_bench_argv: invalid literal for int() with base 10: 'long'", ""),
+     "vllm_bench_argv: settings input_len='long' is not a positive integer (bench_input_len, e.g. 128)", ""),
+    ({"module": True, "options": RELEASES["0.11.0"]}, dict(SETTINGS, requests=0),
+     "vllm_bench_argv: settings requests=0 is not a positive integer (bench_requests, e.g. 50)", ""),
+    ({"module": True, "options": RELEASES["0.11.0"]}, dict(SETTINGS, concurrency=True),
+     "vllm_bench_argv: settings concurrency=True is not a positive integer", ""),
+    ({"module": True, "options": RELEASES["0.11.0"]}, dict(SETTINGS, output_len=12.5),
+     "vllm_bench_argv: settings output_len=12.5 is not a positive integer", ""),
+    ({"module": True, "options": RELEASES["0.11.0"]}, dict(SETTINGS, warmup="two"),
+     "vllm_bench_argv: settings warmup='two' is not a whole number of requests (bench_warmup, e.g. 1)", ""),
+    ({"module": True, "options": RELEASES["0.11.0"]}, dict(SETTINGS, model=None),
+     "vllm_bench_argv: settings model=None is not a non-empty string", ""),
+    ({"module": True, "options": RELEASES["0.11.0"]}, dict(SETTINGS, tokenizer=["/opt/tok"]),
+     "vllm_bench_argv: settings tokenizer=['/opt/tok'] is not a non-empty string", ""),
+    ({"module": False}, dict(SETTINGS, script=7),
+     "vllm_bench_argv: settings script=7 must be the path of benchmark_serving.py (a string) or empty", ""),
+    ({"module": True, "options": RELEASES["0.11.0"]}, dict(SETTINGS, ignore_eos="false"),
+     "vllm_bench_argv: settings ignore_eos='false' must be true or false", ""),
+    ({"vllm": "0.11.0", "module": True, "options": ["--model", "--base-url"]}, SETTINGS,
+     "vllm_bench_argv: the detection result's options=['--model', '--base-url'] must map each option string to its "
+     "choices (or null)", ""),
     ({"vllm": "0.8.0", "module": True, "options": {"--model": None}}, SETTINGS,
      "vllm_bench_argv: vllm bench serve of vLLM 0.8.0 lacks --base-url, ",
      "set bench_vllm_serve=false to run only openai_probe"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
@@ -43,3 +45,24 @@ def test_vllm_version_and_allow_unknown():
 def test_not_a_mapping():
     with pytest.raises(AnsibleFilterError, match="must be a mapping of vLLM option names to values, got list"):
         vllm_config(["max_model_len"])
+
+
+@pytest.mark.parametrize("version,needle", [
+    (0.10, r"vllm_version=0\.1 is not a version string; quote it in YAML, e\.g\. '0\.11\.0' \(an unquoted 0\.10 is "
+           r"the number 0\.1\)"),
+    (0.11, r"vllm_version=0\.11 is not a version string"),
+    (11, r"vllm_version=11 is not a version string"),
+    (["0.11.0"], r"vllm_version=\['0\.11\.0'\] is not a version string"),
+])
+def test_a_vllm_version_that_is_not_a_string_is_refused(version, needle):
+    # str() of a float loses digits: 0.10 would be read as 0.1 (and 0.11 happened to be read as 0.11.0)
+    with pytest.raises(AnsibleFilterError, match=rf"^vllm_config: {needle}"):
+        vllm_config({"max_num_seqs": 4}, vllm_version=version)
+
+
+@pytest.mark.parametrize("value", ["false", "no", 0, None, [True]])
+def test_allow_unknown_that_is_not_a_boolean_is_refused(value):
+    # bool('false') is True: a text would have let every unknown option through
+    with pytest.raises(AnsibleFilterError, match=rf"^vllm_config: allow_unknown={re.escape(repr(value))} must be true "
+                                                 r"or false"):
+        vllm_config({"future_flag": "x"}, allow_unknown=value)

@@ -123,6 +123,17 @@ def test_cpu_target():
     (TARGET, dict(SETTINGS, bundle="/b"), {}, r"unknown settings \['bundle'\]"),
     (TARGET, dict(SETTINGS, extra_index_urls="https://x"), {}, "settings.extra_index_urls must be a list"),
     (dict(TARGET, python_version=3.1), SETTINGS, {}, r"python_version=3.1 of target 'aarch64' is a number; quote it"),
+    # no value is turned into text it is not (a string of platforms was read letter by letter)
+    (dict(TARGET, platforms="manylinux_2_28_aarch64"), SETTINGS, {},
+     r"platforms='manylinux_2_28_aarch64' of target 'aarch64' must be a list of platform tags \(strings, e\.g\. "
+     r"\['manylinux_2_28_aarch64'\]\)"),
+    (dict(TARGET, platforms=7), SETTINGS, {}, r"platforms=7 of target 'aarch64' must be a list of platform tags"),
+    (dict(TARGET, platforms=["manylinux_2_28_aarch64", None]), SETTINGS, {},
+     r"platforms=\['manylinux_2_28_aarch64', None\] of target 'aarch64' must be a list of platform tags"),
+    (dict(TARGET, name=7), SETTINGS, {}, r"a target's name must be a string \(an item of offline_bundle_targets\), "
+                                          r"got 7"),
+    (dict(TARGET, uv_platform=["aarch64-manylinux_2_28"]), SETTINGS, {},
+     r"uv_platform=\['aarch64-manylinux_2_28'\] of target 'aarch64' must be uv's --python-platform \(a string"),
     ({k: v for k, v in TARGET.items() if k != "uv_platform"}, SETTINGS, {}, "target 'aarch64' has no uv_platform"),
     (TARGET, SETTINGS, {"locks": ["x==1"]}, r"locks must hold one text per set \['runtime', 'build'\], got 1"),
     (TARGET, SETTINGS, {"locks": [{"content": "%%%", "source": "/l"}, ""]}, "the lock '/l' is not base64 UTF-8 text"),
