@@ -81,8 +81,8 @@ def _check_target(target):
     if not isinstance(name, str):
         raise WheelPlanError(f"a target's name must be a string (an item of offline_bundle_targets), got {name!r:.200}")
     platforms = target.get("platforms")
-    if platforms not in (None, "") and (not isinstance(platforms, (list, tuple))
-                                  or not all(isinstance(tag, str) and tag for tag in platforms)):
+    well_formed = isinstance(platforms, (list, tuple)) and all(isinstance(tag, str) and tag for tag in platforms)
+    if platforms not in (None, "") and not well_formed:
         raise WheelPlanError(f"platforms={platforms!r:.200} of target {name!r} must be a list of platform tags "
                              "(strings, e.g. ['manylinux_2_28_aarch64'])")
     uv_platform = target.get("uv_platform")

@@ -124,15 +124,15 @@ def test_an_empty_df_line_is_no_free_space():
     (host(cann_plan={"toolkit": "full"}), SETTINGS, "cann_plan must map each component"),
     ({"name": "node1"}, SETTINGS, "the host's architecture is missing"),
     # no value is turned into text or a number it is not
-    (host(), dict(SETTINGS, architectures=["aarch64", 8]), r"^preflight_report: architectures must be a list of "
-                                                            r"CPU architectures \(strings, e\.g\. \['aarch64'\]\), "
-                                                            r"got \['aarch64', 8\]"),
-    (host(), dict(SETTINGS, model_dir=["/opt"]), r"^preflight_report: model_dir must be the model directory "
-                                                  r"\(preflight_model_dir, a path\), got \['/opt'\]"),
-    (host(), dict(SETTINGS, model_dir=""), r"^preflight_report: model_dir must be the model directory "
-                                            r"\(preflight_model_dir, a path\), got ''"),
-    (host(), dict(SETTINGS, min_memory_mb=True), r"^preflight_report: preflight_min_memory_mb must be a number, "
-                                                  r"got True"),
+    (host(), dict(SETTINGS, architectures=["aarch64", 8]),
+     r"^preflight_report: architectures must be a list of CPU architectures \(strings, e\.g\. \['aarch64'\]\), "
+     r"got \['aarch64', 8\]"),
+    (host(), dict(SETTINGS, model_dir=["/opt"]),
+     r"^preflight_report: model_dir must be the model directory \(preflight_model_dir, a path\), got \['/opt'\]"),
+    (host(), dict(SETTINGS, model_dir=""),
+     r"^preflight_report: model_dir must be the model directory \(preflight_model_dir, a path\), got ''"),
+    (host(), dict(SETTINGS, min_memory_mb=True),
+     r"^preflight_report: preflight_min_memory_mb must be a number, got True"),
     (host(name=None), SETTINGS, r"^preflight_report: name must be the host's name \(a string\), got None"),
     (host(df=DF.split()), SETTINGS, r"^preflight_report: df must be the line of 'df -P -B1 DIR \| tail -n 1' \(its "
                                     r"stdout, a string\), got \['/dev/nvme0n1p2', "),

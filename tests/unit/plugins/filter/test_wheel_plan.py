@@ -130,8 +130,8 @@ def test_cpu_target():
     (dict(TARGET, platforms=7), SETTINGS, {}, r"platforms=7 of target 'aarch64' must be a list of platform tags"),
     (dict(TARGET, platforms=["manylinux_2_28_aarch64", None]), SETTINGS, {},
      r"platforms=\['manylinux_2_28_aarch64', None\] of target 'aarch64' must be a list of platform tags"),
-    (dict(TARGET, name=7), SETTINGS, {}, r"a target's name must be a string \(an item of offline_bundle_targets\), "
-                                          r"got 7"),
+    (dict(TARGET, name=7), SETTINGS, {},
+     r"a target's name must be a string \(an item of offline_bundle_targets\), got 7"),
     (dict(TARGET, uv_platform=["aarch64-manylinux_2_28"]), SETTINGS, {},
      r"uv_platform=\['aarch64-manylinux_2_28'\] of target 'aarch64' must be uv's --python-platform \(a string"),
     ({k: v for k, v in TARGET.items() if k != "uv_platform"}, SETTINGS, {}, "target 'aarch64' has no uv_platform"),
