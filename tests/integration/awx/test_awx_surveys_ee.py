@@ -29,12 +29,18 @@ def _load(path):
 
 
 def _role_options():
-    """variable -> (role, option spec) from every role's meta/argument_specs.yml (entry point main)."""
+    """variable -> (role, option spec) from every role's meta/argument_specs.yml (entry point main; every entry
+    point of the internal role _common, which describes the collection-wide inputs once: other roles list them
+    without a default, pointing there)."""
     options = {}
     for path in sorted(glob.glob(os.path.join(ROOT, "roles", "*", "meta", "argument_specs.yml"))):
         role = path.split(os.sep)[-3]
-        for name, spec in _load(path)["argument_specs"]["main"]["options"].items():
-            options[name] = (role, spec)
+        specs = _load(path)["argument_specs"]
+        entries = specs.values() if role == "_common" else [specs["main"]]
+        for entry in entries:
+            for name, spec in (entry.get("options") or {}).items():
+                if name not in options or role == "_common":
+                    options[name] = (role, spec)
     return options
 
 

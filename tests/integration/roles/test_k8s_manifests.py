@@ -33,6 +33,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.ascendai.vllm.plugins.filter.nginx_bearer_regex import nginx_bearer_regex
 from ansible_collections.ascendai.vllm.plugins.module_utils.service_env import service_env
+from ansible_collections.ascendai.vllm.plugins.filter.compat_stack import compat_stack
 from ansible_collections.ascendai.vllm.plugins.module_utils.vllm_options import render_config
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
@@ -98,6 +99,9 @@ SCENARIOS = {
     "bad_key": {"k8s_manifests_api_key": "two words-" + KEY},
     "guide_resource": {"k8s_manifests_npu_resource": "huawei.com/ascend-910b"},
     "bad_option": {"k8s_manifests_vllm_options": {"swap_space": 4}},
+    # The stack's release (vllm_ascend_version) picks the image and the vLLM whose options it takes: 0.11.0 still
+    # has swap_space, which bad_option's default release refuses.
+    "stack_release": {"vllm_ascend_version": "0.11.0", "k8s_manifests_vllm_options": {"swap_space": 4}},
     # vllm-ascend 0.11.0's image runs vLLM 0.11.0, which still has swap_space (removed in 0.18.0)
     "old_image": {"k8s_manifests_image": "quay.io/ascend/vllm-ascend:v0.11.0-openeuler",
                   "k8s_manifests_vllm_options": {"swap_space": 4, "additional_config": {"ascend_scheduler_config":
@@ -344,6 +348,16 @@ def test_options_follow_the_vllm_of_the_image_tag(runs):
                                         max_model_len=4096, gpu_memory_utilization=0.9, host="127.0.0.1", port=18000),
                                    model="/models/deepseek-llm-67b-chat", served_model_name="deepseek-67b",
                                    vllm_version="0.11.0")
+
+
+def test_the_image_and_its_vllm_follow_the_stack(runs):
+    """k8s_manifests_image empty: the tag of the host's stack (ascendai_stack), the default release or the one
+    vllm_ascend_version names; the options are checked against that release's vLLM."""
+    docs, _unused = _ok(runs, "stack_release")
+    assert _container(docs)["image"] == "quay.io/ascend/vllm-ascend:v0.11.0"
+    assert yaml.safe_load(_by_kind(docs)["ConfigMap"]["data"]["config.yaml"])["swap-space"] == 4
+    docs, _unused = _ok(runs, "single")
+    assert _container(docs)["image"] == f"quay.io/ascend/vllm-ascend:v{compat_stack('')['vllm_ascend']}"
 
 
 def test_removed_vllm_option_fails_before_anything_is_written(runs):

@@ -169,7 +169,8 @@ def test_ascend_install_steps(tmp_path, vllm_ascend, torch, torch_npu, vllm, dec
     ("0.23.0", "9.1.0", "2.34", None),
     # vllm_ascend_version empty: the default release for the node (issue 16, finding 9)
     ("", "8.5.1", "2.28", None),
-    ("", "9.1.0", "2.28", "no final vllm-ascend release installs on glibc 2.28 with CANN 9.1.0"),
+    # the stack's default for glibc 2.28 is v0.18.0; a CANN outside its row is refused, naming both
+    ("", "9.1.0", "2.28", "No row of the table accepts CANN 9.1.0, glibc 2.28 together"),
 ])
 def test_preflight_checks_the_glibc_of_an_aarch64_node(tmp_path, vllm_ascend, cann, glibc, error):
     """playbooks/preflight.yml's vllm check (compat.yml) on a Kylin V10-like aarch64 node: getconf says 2.28."""
@@ -181,15 +182,16 @@ def test_preflight_checks_the_glibc_of_an_aarch64_node(tmp_path, vllm_ascend, ca
     play = tmp_path / "play.yml"
     play.write_text(json.dumps([{
         "name": "compat", "hosts": "localhost", "gather_facts": False,
-        "vars": {"ansible_python_interpreter": sys.executable, "_vllm_arch": "aarch64"},
+        "vars": {"ansible_python_interpreter": sys.executable},
         "tasks": [{"ansible.builtin.include_role": {"name": "ascendai.vllm.vllm", "tasks_from": "compat.yml"},
+                   # the ascend_cann role's output, as playbooks/preflight.yml has it from the role's plan
                    "vars": {"vllm_flavour": "ascend", "vllm_ascend_version": vllm_ascend,
-                            "ascend_cann_version": cann}},
-                  {"ansible.builtin.debug": {"msg": "glibc={{ _vllm_glibc }}"}}],
+                            "ascend_cann_release_version": cann}},
+                  {"ansible.builtin.debug": {"msg": "glibc={{ ascendai_stack.glibc }}"}}],
     }]))
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1",
                ANSIBLE_LOCALHOST_WARNING="0", PATH=f"{fake}:{os.environ['PATH']}")
-    out = subprocess.run([PLAYBOOK, "-i", "localhost,", "-c", "local", "-e", "_vllm_arch=aarch64", str(play)],
+    out = subprocess.run([PLAYBOOK, "-i", "localhost,", "-c", "local", "-e", "_common_stack_arch=aarch64", str(play)],
                          capture_output=True, text=True, env=env, cwd=str(tmp_path), check=False)
     if error:
         assert out.returncode != 0, out.stdout[-3000:]
@@ -200,5 +202,5 @@ def test_preflight_checks_the_glibc_of_an_aarch64_node(tmp_path, vllm_ascend, ca
         assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
         assert f"glibc={glibc}" in out.stdout
         if not vllm_ascend:
-            assert "vllm_ascend_version is empty: vllm-ascend 0.18.0, the newest final release for glibc 2.28" \
-                in " ".join(out.stdout.split())
+            assert "vllm-ascend 0.18.0 (default: the newest final release with aarch64 wheels that install on " \
+                "glibc 2.28)" in " ".join(out.stdout.split())
