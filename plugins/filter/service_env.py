@@ -20,6 +20,9 @@ description:
     policy O(roce_qos) (as P(ascendai.vllm.roce_qos#filter) derives them), other C(HCCL_*) from O(hccl).
   - Fails on the guide's invented variables (C(ASCEND_GLOBAL_MEM_SIZE), C(ASCEND_OP_DEV_ALLOC_BUFF)), on
     C(VLLM_API_KEY) (a secret, handled by each path on its own), and on variables that have their own option.
+  - With O(vllm_ascend_version), fails on a vllm-ascend switch that release ignores, naming the form it reads.
+    C(VLLM_ASCEND_BALANCE_SCHEDULING=1) switches balance scheduling on in some releases only (none from
+    v0.27.1rc1, which reads C(additional_config.scheduler_config.enable_balance_scheduling)).
   - The API key and the CANN C(set_env.sh) variables are not part of the result.
 options:
   _input:
@@ -46,6 +49,11 @@ options:
     type: str
     choices: [systemd, kubernetes]
     default: systemd
+  vllm_ascend_version:
+    description:
+      - The vllm-ascend release that runs with this environment (C(0.23.0)); empty or C(null) checks no
+        release-dependent switch.
+    type: str
 """
 
 EXAMPLES = r"""
@@ -85,11 +93,11 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.service_env import (
 
 
 def service_env(extra, visible_devices=None, npu_alloc_conf=DEFAULT_NPU_ALLOC_CONF, roce_qos=None, hccl=None,
-                target="systemd"):
+                target="systemd", vllm_ascend_version=None):
     """Return the service environment or raise AnsibleFilterError naming the input and the fix."""
     try:
         return _service_env(extra, visible_devices=visible_devices, npu_alloc_conf=npu_alloc_conf,
-                            roce_qos=roce_qos, hccl=hccl, target=target)
+                            roce_qos=roce_qos, hccl=hccl, target=target, vllm_ascend_version=vllm_ascend_version)
     except ServiceEnvError as exc:
         raise AnsibleFilterError(f"service_env: {exc}") from None
 

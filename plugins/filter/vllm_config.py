@@ -26,6 +26,9 @@ description:
     C(worker_use_ray), C(adapter), C(num_gpus_per_worker), C(executor)) with what to use instead, on C(api_key)
     (a secret belongs in the 0600 environment file as C(VLLM_API_KEY)), on names unknown to the release (vLLM
     0.32 without O(vllm_version)) unless O(allow_unknown=true), and on values the release cannot read.
+  - With O(vllm_ascend_version), fails on an C(additional_config) switch that vllm-ascend release ignores, naming
+    the form it reads (C(scheduler_config.enable_balance_scheduling) is read from v0.25.1rc1 only, the top-level
+    C(enable_balance_scheduling) from v0.20.2rc1).
   - The rendered file must still be validated on the node against the installed vLLM
     (the M(ascendai.vllm.vllm_config_file) module), because options differ between vLLM releases.
 options:
@@ -51,6 +54,11 @@ options:
       - A boolean; anything else (the text C(false) included) is an error.
     type: bool
     default: false
+  vllm_ascend_version:
+    description:
+      - The vllm-ascend release on the node (C(0.23.0)); empty or absent checks no release-dependent
+        C(additional_config) switch.
+    type: str
 """
 
 EXAMPLES = r"""
@@ -82,11 +90,12 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.ascendai.vllm.plugins.module_utils.vllm_options import OptionError, render_config
 
 
-def vllm_config(options, model=None, served_model_name=None, vllm_version=None, allow_unknown=False):
+def vllm_config(options, model=None, served_model_name=None, vllm_version=None, allow_unknown=False,
+                vllm_ascend_version=None):
     """Return the ``vllm serve --config`` mapping or raise AnsibleFilterError naming every bad option."""
     try:
         return render_config(options, model=model, served_model_name=served_model_name, vllm_version=vllm_version,
-                             allow_unknown=allow_unknown)
+                             allow_unknown=allow_unknown, vllm_ascend_version=vllm_ascend_version)
     except OptionError as exc:
         raise AnsibleFilterError(f"vllm_config: {exc}") from exc
 

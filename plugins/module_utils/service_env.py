@@ -13,7 +13,9 @@ The systemd path (role ``vllm_service``: an environment file next to the unit) a
   tuning guide, or ``max_split_size_mb:N``).
 * ``HCCL_RDMA_TC`` / ``HCCL_RDMA_SL`` from the RoCE QoS policy (``roce_qos.hccl_env``), when the model spans
   nodes; other ``HCCL_*`` settings (``HCCL_BUFFSIZE``, ``HCCL_OP_EXPANSION_MODE``, ``HCCL_SOCKET_IFNAME`` ...).
-* any other real variable (``TASK_QUEUE_ENABLE``, ``OMP_NUM_THREADS``, ``VLLM_ASCEND_*`` ...).
+* any other real variable (``TASK_QUEUE_ENABLE``, ``OMP_NUM_THREADS``, ``VLLM_ASCEND_*`` ...). Given the node's
+  vllm-ascend release, a ``VLLM_ASCEND_*`` switch that release ignores is refused with the form it reads
+  (``vllm_ascend_settings``: ``VLLM_ASCEND_BALANCE_SCHEDULING`` is gone from v0.27.1rc1).
 
 Not here: the API key (``VLLM_API_KEY``; a secret: a 0600 file on the systemd path, a Kubernetes Secret on the
 other) and the CANN toolkit's ``set_env.sh`` variables (the node's CANN install, or the container image, sets
@@ -27,6 +29,10 @@ from __future__ import annotations
 import re
 
 from ansible_collections.ascendai.vllm.plugins.module_utils.roce_qos import RoceQosError, hccl_env
+from ansible_collections.ascendai.vllm.plugins.module_utils.vllm_ascend_settings import (
+    SettingError,
+    ascend_setting_problems,
+)
 from ansible_collections.ascendai.vllm.plugins.module_utils.vllm_options import FAKE_ENV
 
 TARGETS = ("systemd", "kubernetes")
@@ -111,13 +117,14 @@ def _check_name(name, where):
 
 
 def service_env(extra=None, visible_devices=None, npu_alloc_conf=DEFAULT_NPU_ALLOC_CONF, roce_qos=None,
-                hccl=None, target="systemd"):
+                hccl=None, target="systemd", vllm_ascend_version=None):
     """Return the vLLM service environment as a dict of strings, keys sorted.
 
     ``extra``: other variables (name -> value). ``visible_devices``: NPU ids for ``ASCEND_RT_VISIBLE_DEVICES``
     (systemd only). ``npu_alloc_conf``: ``PYTORCH_NPU_ALLOC_CONF`` (None/"" leaves it out). ``roce_qos``: the
     RoCE QoS policy dict when the model spans nodes ({} = Ascend's defaults), None on a single node.
-    ``hccl``: ``HCCL_*`` settings. ``target``: ``systemd`` or ``kubernetes``.
+    ``hccl``: ``HCCL_*`` settings. ``target``: ``systemd`` or ``kubernetes``. ``vllm_ascend_version``: the
+    vllm-ascend release that reads the environment (None: not known, not checked).
     """
     if target not in TARGETS:
         raise ServiceEnvError(f"target={target!r}: use one of {', '.join(TARGETS)}")
@@ -147,4 +154,10 @@ def service_env(extra=None, visible_devices=None, npu_alloc_conf=DEFAULT_NPU_ALL
     devices = visible_devices_value(visible_devices)
     if devices is not None and target == "systemd":
         env["ASCEND_RT_VISIBLE_DEVICES"] = devices
+    try:
+        ignored = ascend_setting_problems(vllm_ascend_version, env=env)
+    except SettingError as exc:
+        raise ServiceEnvError(str(exc)) from None
+    if ignored:
+        raise ServiceEnvError("; ".join(ignored))
     return dict(sorted(env.items()))

@@ -59,3 +59,10 @@ def test_single_node_flags_nulls_and_allocator():
 def test_bad_input_is_named(extra, kwargs, needle):
     with pytest.raises(AnsibleFilterError, match=rf"^service_env: {needle}"):
         service_env(extra, **kwargs)
+
+
+def test_vllm_ascend_release_is_passed_through():
+    with pytest.raises(AnsibleFilterError, match=r"^service_env: VLLM_ASCEND_BALANCE_SCHEDULING=1 .* ignores it"):
+        service_env({"VLLM_ASCEND_BALANCE_SCHEDULING": "1"}, vllm_ascend_version="0.27.1rc1")
+    assert service_env({"VLLM_ASCEND_BALANCE_SCHEDULING": "1"}, npu_alloc_conf="",
+                       vllm_ascend_version="0.26.0rc1") == {"VLLM_ASCEND_BALANCE_SCHEDULING": "1"}

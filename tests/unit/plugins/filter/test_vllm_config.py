@@ -66,3 +66,17 @@ def test_allow_unknown_that_is_not_a_boolean_is_refused(value):
     with pytest.raises(AnsibleFilterError, match=rf"^vllm_config: allow_unknown={re.escape(repr(value))} must be true "
                                                  r"or false"):
         vllm_config({"future_flag": "x"}, allow_unknown=value)
+
+
+def test_additional_config_switch_follows_the_vllm_ascend_release():
+    # vllm-ascend 0.23.0 reads additional_config.enable_balance_scheduling; scheduler_config's from v0.25.1rc1
+    nested = {"additional_config": {"scheduler_config": {"enable_balance_scheduling": True}}}
+    with pytest.raises(AnsibleFilterError, match=r"^vllm_config: additional_config: \{scheduler_config: "
+                                                 r"\{enable_balance_scheduling: true\}\} in the vLLM options does "
+                                                 r"not switch balance scheduling on in vllm-ascend 0\.23\.0"):
+        vllm_config(nested, vllm_version="0.23.0", vllm_ascend_version="0.23.0")
+    config = vllm_config(nested, vllm_version="0.26.0", vllm_ascend_version="0.26.0rc1")
+    assert config["additional-config"] == {"scheduler_config": {"enable_balance_scheduling": True}}
+    top = {"additional_config": {"enable_balance_scheduling": True}}
+    assert vllm_config(top, vllm_version="0.23.0", vllm_ascend_version="0.23.0")["additional-config"] == {
+        "enable_balance_scheduling": True}

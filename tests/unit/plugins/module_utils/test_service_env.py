@@ -91,3 +91,17 @@ def test_visible_devices_list_and_string_agree(ids):
     assert visible_devices_value(ids) == text
     assert visible_devices_value(text) == text
     assert visible_devices_value(" , ".join(str(i) for i in ids)) == text
+
+
+def test_a_switch_the_node_release_ignores_is_refused_on_both_paths():
+    # vllm-ascend 0.27.1rc1 no longer defines VLLM_ASCEND_BALANCE_SCHEDULING (vllm_ascend/envs.py); 0.23.0 reads it
+    for target in ("systemd", "kubernetes"):
+        with pytest.raises(ServiceEnvError, match=r"VLLM_ASCEND_BALANCE_SCHEDULING=1 in the service environment "
+                                                  r"does not switch balance scheduling on in vllm-ascend 0\.27\.1rc1"):
+            service_env({"VLLM_ASCEND_BALANCE_SCHEDULING": 1}, target=target, vllm_ascend_version="0.27.1rc1")
+        env = service_env({"VLLM_ASCEND_BALANCE_SCHEDULING": 1}, target=target, vllm_ascend_version="0.23.0")
+        assert env["VLLM_ASCEND_BALANCE_SCHEDULING"] == "1"
+    # release not known: not checked
+    assert service_env({"VLLM_ASCEND_BALANCE_SCHEDULING": 1})["VLLM_ASCEND_BALANCE_SCHEDULING"] == "1"
+    with pytest.raises(ServiceEnvError, match="quote it in YAML"):
+        service_env({}, vllm_ascend_version=0.23)
