@@ -4,12 +4,13 @@
 DeepSeek-R1 tutorial runs it at v0.23.0 (tests/unit/fixtures/vllm-ascend-tutorials).
 
 The role's own preflight (roles/vllm_service/tasks/preflight.yml) runs with the inventory on both hosts (local
-connection, a stand-in venv Python that reports vLLM 0.23.0, DeepSeek-R1's config.json): the capacity plan (W8A8
-fits, BF16 does not, KV tokens per NPU reported), the per-release option check of vLLM 0.23.0 (the vllm_config
-filter), the rendered ``--config`` file and environment. The rendered file is parsed by vLLM 0.23.0's own CLI parser
-(its sdist, tests/unit/fixtures/vllm-releases) as the start script runs it, and compared with the tutorial's
-command parsed by the same parser; the environment with the tutorial's exports. The start order: the headless node
-first, since site.yml serves one node at a time.
+connection, a stand-in venv Python that reports vLLM 0.23.0 and vllm-ascend 0.23.0, DeepSeek-R1's config.json): the
+capacity plan (W8A8 fits, BF16 does not, KV tokens per NPU reported), the per-release option check of vLLM 0.23.0
+(the vllm_config filter), the rendered ``--config`` file and environment (checked against vllm-ascend 0.23.0's
+switches). The rendered file is parsed by vLLM 0.23.0's own CLI parser (its sdist, tests/unit/fixtures/vllm-releases,
+with the option table tools/vllm_release_facts.py generated from it) as the start script runs it, and compared with
+the tutorial's command parsed by the same parser; the environment with the tutorial's exports. The start order: the
+headless node first, since site.yml serves one node at a time.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ INVENTORY = os.path.join(ROOT, "inventories", "example-deepseek-r1-2node")
 TUTORIAL = os.path.join(ROOT, "tests", "unit", "fixtures", "vllm-ascend-tutorials", "DeepSeek-R1-v0.23.0-{}.sh")
 BIN = os.path.dirname(sys.executable)
 # vllm-ascend v0.23.0 runs on vLLM 0.23.0 (plugins/module_utils/compat_matrix.py).
+VLLM_ASCEND = "0.23.0"
 VLLM = "0.23.0"
 ADDRESSES = {"r1-node0": "192.168.10.11", "r1-node1": "192.168.10.12"}
 NIC = "enp189s0f0"
@@ -79,15 +81,17 @@ _PLAY = textwrap.dedent("""\
     """)
 
 
-def _playbook(tmp_path, *extra):
+def _playbook(tmp_path, *extra, releases=(("vllm", VLLM), ("vllm-ascend", VLLM_ASCEND))):
     venv = tmp_path / "venv" / "bin"
     venv.mkdir(parents=True)
     python = venv / "python"
-    # the preflight runs ascendai.vllm.venv_info under the venv's Python: this one, seeing a vLLM 0.23.0 distribution
+    # the preflight runs ascendai.vllm.venv_info under the venv's Python: this one, seeing vLLM 0.23.0 and
+    # vllm-ascend 0.23.0 distributions
     site = tmp_path / "venv" / "site"
-    info = site / f"vllm-{VLLM}.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {VLLM}\n")
+    for name, version in releases:
+        info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
     python.write_text(f"#!/bin/sh\nPYTHONPATH={shlex.quote(str(site))} exec {shlex.quote(sys.executable)} \"$@\"\n")
     python.chmod(0o755)
     model = tmp_path / "DeepSeek-R1-W8A8"
@@ -115,8 +119,8 @@ def rendered(tmp_path_factory):
     proc, out, model = _playbook(tmp_path_factory.mktemp("r1"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     result = {host: json.loads((out / f"{host}.json").read_text()) for host in ADDRESSES}
-    # the option check and the rendered file follow the release the venv holds
-    assert all(got["vllm"] == {"vllm": VLLM} for got in result.values()), result
+    # the option check, the rendered file and the environment check follow the releases the venv holds
+    assert all(got["vllm"] == {"vllm": VLLM, "vllm-ascend": VLLM_ASCEND} for got in result.values()), result
     return result, proc.stdout, model
 
 
@@ -217,3 +221,19 @@ def test_the_inventory_pins_the_tutorials_release():
     from ansible_collections.ascendai.vllm.plugins.module_utils import compat_matrix  # noqa: PLC0415
     row = next(r for r in compat_matrix.all_rows() if r["vllm_ascend"] == "0.23.0")
     assert row["vllm_versions"] == [VLLM]
+
+
+def test_balance_scheduling_follows_the_vllm_ascend_release(rendered, tmp_path):
+    """v0.23.0 reads the tutorial's VLLM_ASCEND_BALANCE_SCHEDULING=1 (the rendered environment has it, the run above
+    passed). v0.27.1rc1 no longer defines the variable (vllm_ascend/envs.py; ascend_config.py: "the legacy
+    environment fallback has been removed") and its tutorial passes additional_config
+    {"scheduler_config": {"enable_balance_scheduling": true}}: the same inventory on a venv with that release (and
+    its row's vLLM 0.27.1) stops in preflight, naming the form that release reads, instead of serving without it."""
+    result, _stdout, _model = rendered
+    assert all(got["env"]["VLLM_ASCEND_BALANCE_SCHEDULING"] == "1" for got in result.values())
+    proc, _out, _model = _playbook(tmp_path, "--limit", "r1-node0",
+                                   releases=(("vllm", "0.27.1"), ("vllm-ascend", "0.27.1rc1")))
+    assert proc.returncode != 0
+    assert ("VLLM_ASCEND_BALANCE_SCHEDULING=1 in the service environment does not switch balance scheduling on in "
+            "vllm-ascend 0.27.1rc1") in proc.stdout
+    assert "additional_config: {scheduler_config: {enable_balance_scheduling: true}}" in proc.stdout
