@@ -102,6 +102,18 @@ SCENARIOS = {
     # The stack's release (vllm_ascend_version) picks the image and the vLLM whose options it takes: 0.11.0 still
     # has swap_space, which bad_option's default release refuses.
     "stack_release": {"vllm_ascend_version": "0.11.0", "k8s_manifests_vllm_options": {"swap_space": 4}},
+    # vllm-ascend 0.27.1rc1 no longer reads VLLM_ASCEND_BALANCE_SCHEDULING (vllm_ascend/envs.py); v0.23.0 does, and
+    # ignores additional_config.scheduler_config (read from v0.25.1rc1); a site's own image is not checked
+    "balance_env_gone": {"vllm_ascend_version": "0.27.1rc1",
+                         "k8s_manifests_env": {"VLLM_ASCEND_BALANCE_SCHEDULING": 1}},
+    "balance_nested_v023": {"k8s_manifests_image": "quay.io/ascend/vllm-ascend:v0.23.0-a3",
+                            "k8s_manifests_vllm_options": {"additional_config": {"scheduler_config": {
+                                "enable_balance_scheduling": True}}}},
+    "balance_env_v023": {"k8s_manifests_image": "quay.io/ascend/vllm-ascend:v0.23.0",
+                         "k8s_manifests_env": {"VLLM_ASCEND_BALANCE_SCHEDULING": 1}},
+    "balance_site_image": {"k8s_manifests_image": "registry.example.com/site/vllm:1.2.3",
+                           "k8s_manifests_vllm_version": "0.23.0",
+                           "k8s_manifests_env": {"VLLM_ASCEND_BALANCE_SCHEDULING": 1}},
     # vllm-ascend 0.11.0's image runs vLLM 0.11.0, which still has swap_space (removed in 0.18.0)
     "old_image": {"k8s_manifests_image": "quay.io/ascend/vllm-ascend:v0.11.0-openeuler",
                   "k8s_manifests_vllm_options": {"swap_space": 4, "additional_config": {"ascend_scheduler_config":
@@ -358,6 +370,21 @@ def test_the_image_and_its_vllm_follow_the_stack(runs):
     assert yaml.safe_load(_by_kind(docs)["ConfigMap"]["data"]["config.yaml"])["swap-space"] == 4
     docs, _unused = _ok(runs, "single")
     assert _container(docs)["image"] == f"quay.io/ascend/vllm-ascend:v{compat_stack('')['vllm_ascend']}"
+
+
+def test_balance_scheduling_follows_the_vllm_ascend_release_of_the_image(runs):
+    """The same check as the systemd path (service_env, vllm_config with vllm_ascend_version): the image's release."""
+    rc, output, _docs, _unused = runs["balance_env_gone"]
+    assert rc != 0
+    assert ("VLLM_ASCEND_BALANCE_SCHEDULING=1 in the service environment does not switch balance scheduling on in "
+            "vllm-ascend 0.27.1rc1") in output
+    rc, output, _docs, _unused = runs["balance_nested_v023"]
+    assert rc != 0
+    assert ("additional_config: {scheduler_config: {enable_balance_scheduling: true}} in the vLLM options does not "
+            "switch balance scheduling on in vllm-ascend 0.23.0") in output
+    for scenario in ("balance_env_v023", "balance_site_image"):
+        docs, _unused = _ok(runs, scenario)
+        assert {"name": "VLLM_ASCEND_BALANCE_SCHEDULING", "value": "1"} in _container(docs)["env"]
 
 
 def test_removed_vllm_option_fails_before_anything_is_written(runs):
