@@ -1,7 +1,7 @@
 """Exercise the sandbox endpoint as a user would, with the real openai client, and read /metrics.
 
 Usage: OPENAI_API_KEY=KEY openai_check.py BASE_URL MODEL   (BASE_URL without /v1)
-With a key (the environment, never argv), a request without it must get 401 first (secure by default, issue 17);
+With a key (the environment, never argv), a request without it must get 401 first (secure by default);
 /metrics and /health stay open, as vLLM guards only /v1, /v2, /inference and /cohere.
 Exits non-zero, with the reason, on anything unexpected.
 """
@@ -38,7 +38,7 @@ def main(base, model):
     assert model in ids, "models lists %r, not %r" % (ids, model)
     print("models:", ids)
 
-    # The sandbox serves a real model (SmolLM2-135M-Instruct, issue 29): at temperature 0 it knows these. A broken
+    # The sandbox serves a real model (SmolLM2-135M-Instruct): at temperature 0 it knows these. A broken
     # conversion, tokenizer or chat template still writes text, not these answers.
     done = client.completions.create(model=model, prompt="The capital of France is", max_tokens=12, temperature=0)
     assert done.usage.completion_tokens > 0, done
