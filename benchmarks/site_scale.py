@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Time a no-op site run on 1 to N simulated nodes against the Ansible floor (issue 20).
+"""Time a no-op site run on 1 to N simulated nodes against the Ansible floor: what the roles cost beyond Ansible's own.
 
 Starts N simulated Atlas nodes (the simulated node image of tools/sandbox-host.sh, started as
 tools/sandbox.sh starts its node, without vLLM), serves the sandbox bundle (.cache/bundle, built by
@@ -16,10 +16,10 @@ Then:
 
 and prints, per N: no-op s, floor s, no-op/floor, no-op(N)/no-op(1), the controller's peak RSS (summed over
 the ansible-playbook process tree, sampled from /proc every 0.2 s) and the load average, next to the
-targets of issue 20. The largest N's no-op run has ansible.posix.profile_tasks and profile_roles enabled,
-and a small callback that counts module runs (loop items included) per role and loop: the top tasks and
-the per-role counts are printed. Containers and the HTTP server are removed at the end (also on Ctrl-C or
-a failure) unless --keep. Run from the repository root, through the Molecule lock:
+targets (TARGET_FLOOR, TARGET_SCALE). The largest N's no-op run has ansible.posix.profile_tasks and
+profile_roles enabled, and a small callback that counts module runs (loop items included) per role and
+loop: the top tasks and the per-role counts are printed. Containers and the HTTP server are removed at the
+end (also on Ctrl-C or a failure) unless --keep. Run from the repository root, through the Molecule lock:
 
   flock -o /tmp/ascendai-molecule.lock .venv/bin/python benchmarks/site_scale.py --nodes 1,2,4,8
 """
@@ -80,7 +80,7 @@ def tasks_per_host(recap):
     """How many task results each host had (ok + changed + skipped), and whether all hosts agree.
 
     Ansible's ok already counts the changed results and the ignored failures; changed is added anyway for a
-    run that was not a no-op, as the brief of issue 20 counts them (a no-op has changed=0, so it does not
+    run that was not a no-op, as the targets count them (a no-op has changed=0, so it does not
     matter there). Returns (count of the first host in name order, {host: count}).
     """
     counts = {h: r["ok"] + r["changed"] + r["skipped"] for h, r in recap.items()}
@@ -124,7 +124,7 @@ def ratio(a, b):
 def report_rows(results):
     """Table rows from {n: {"noop": s, "floor": s, "rss": bytes, "load": (l1, l5, l15), ...}}.
 
-    no-op/floor against TARGET_FLOOR per row, no-op(N)/no-op(1) against TARGET_SCALE (the issue states it
+    no-op/floor against TARGET_FLOOR per row, no-op(N)/no-op(1) against TARGET_SCALE (the target is
     for N = 8; every row shows the ratio and the largest N is checked).
     """
     ns = sorted(results)

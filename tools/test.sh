@@ -23,7 +23,7 @@ stages=("$@")
 # sandbox bundle Molecule serves, the bundle stage (the aarch64 wheels), the kunpeng stage that installs them (qemu,
 # one core), then Molecule's lane b. The foreground runs the checks, then Molecule's lane a, and waits for the
 # background at the end. Each lane keeps one core busy from start to end: with kunpeng alone beside the checks, the
-# second core sat idle for about 250 s before Molecule started (warm run, session 7).
+# second core sat idle for about 250 s before Molecule started (measured on a warm run).
 [[ ${#stages[@]} -gt 0 ]] || stages=(host images background-start lint units integration sanity ansible-lint build
                                      controller14 molecule background-wait)
 banner() { printf '\n===== %s =====\n' "$*"; }
@@ -235,15 +235,15 @@ background_wait() {
 # node through one Ansible process and leaves most of the second core idle between tasks; two lanes fill it.
 # Lane a holds the scenarios that share a host port with the sandbox (default and controller14: 18770) and a few
 # short ones; every other scenario, a new one too, goes to lane b, which the full run starts in the background
-# lane after kunpeng. The sizes (warm run at f6d2661, session 8, s): lane a default 535, controller14 309, model 71,
+# lane after kunpeng. The sizes (s, measured on a warm run at f6d2661): lane a default 535, controller14 309, model 71,
 # cann_generations 61, python_tarball 52; lane b multinode 430, deepseek_v3 309, monitoring 121, ascend_upgrade 98,
 # ascend_stack 95, ascend_faults 58, os_prep 34. Beside them: the checks (about 615 s) in the foreground, the
 # Molecule preparation, bundle (60) and kunpeng (401) in the background. With model in lane b, lane a ended 120 s
 # before lane b.
 # The host ports each scenario's prepare.yml serves the bundle on are distinct otherwise (18766 model,
 # 18767 ascend_upgrade, 18771 ascend_stack, 18772 deepseek_v3, 18773 kylin_v10, 18774 openeuler).
-# The two RPM-node scenarios (each a whole site.yml, like default) go one to each lane. Measured beside stress-ng
-# (session 11): lane a 1534 s after about 850 s of checks, lane b about 1230 s after about 560 s of bundle, kunpeng and
+# The two RPM-node scenarios (each a whole site.yml, like default) go one to each lane. Measured beside stress-ng:
+# lane a 1534 s after about 850 s of checks, lane b about 1230 s after about 560 s of bundle, kunpeng and
 # rpm-nodes, and it waited for nothing. default then grew by about 130 s (a real model, served and asked), so
 # ascend_stack and ascend_faults (about 100 s each) go back to lane b.
 MOLECULE_LANE_A="default controller14 model cann_generations python_tarball kylin_v10"
