@@ -5,7 +5,7 @@ Usage: break_model.py SRC DEST [--tensor NAME]
 
 The copy loads (same names, shapes, dtypes and file sizes; config.json, tokenizer and chat template untouched),
 is served, and writes fluent text; only its answers are wrong. It shows that the sandbox's answer check
-(vllm_service_health_answers, issue 29) catches a conversion that is not bit-exact, where /health, /v1/models and a
+(vllm_service_health_answers) catches a conversion that is not bit-exact, where /health, /v1/models and a
 non-empty completion all pass. The default tensor is layer 0's query projection, the one llama.cpp's converter
 permutes and tools/sandbox-smollm2.py has to un-permute. Test infrastructure, never shipped.
 """

@@ -1,5 +1,5 @@
 """One collection-wide ascendai_bundle_url / ascendai_bundle_dir: every role's bundle location follows them unless
-the role's own variable is set, and the sandbox inventory sets only ascendai_bundle_url (issue 18)."""
+the role's own variable is set, and the sandbox inventory sets only ascendai_bundle_url."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ DIR = "/srv/ascendai-bundle"
 PLAYBOOKS = "/work/checkout/playbooks"
 
 # role variable -> (with ascendai_bundle_url and ascendai_bundle_dir set, with neither set). With neither, no role
-# falls back to a folder of a development checkout (<playbook dir>/../.cache/bundle, issue 30): the location is empty
+# falls back to a folder of a development checkout (<playbook dir>/../.cache/bundle): the location is empty
 # and the role's preflight says to set one.
 EXPECTED = {
     "ascend_driver_bundle_url": (URL, ""),

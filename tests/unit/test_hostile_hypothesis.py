@@ -1,4 +1,4 @@
-"""Hostile input for every filter and every module_util entry point (issue 17, "What to build").
+"""Hostile input for every filter and every module_util entry point.
 
 Each call gets generated hostile input: wrong types, NaN/inf/huge numbers, control characters, deep nesting, noise
 made of the tokens the parsers look for, and structurally mutated real captures. The suite asserts that

@@ -1,5 +1,6 @@
-"""Issue 20: the driver and CANN roles scan their packages and installed versions in one module run per task, not
-one per package (a loop of ascend_package_info runs one module, with its --check and extraction, per package)."""
+"""The driver and CANN roles scan their packages and installed versions in one module run per task, not one per
+package (a loop of ascend_package_info runs one module, with its --check and extraction, per package), so that the
+scan does not grow with the number of packages."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 # Copyright: ascendai.vllm contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""playbooks/bench.yml without vllm_service_api_key uses the key vllm_service generated on the node (issue 17,
-secure by default): the service answers 401 without it, so the benchmark would measure only refusals."""
+"""playbooks/bench.yml without vllm_service_api_key uses the key vllm_service generated on the node (vllm_service
+is secure by default): the service answers 401 without it, so the benchmark would measure only refusals."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 # Copyright: ascendai.vllm contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""playbooks/bench.yml honours the inventory (issue 18, "Logic in playbooks"); the bench and preflight roles' argument
+"""playbooks/bench.yml honours the inventory; the bench and preflight roles' argument
 specs match their defaults.
 
 The benchmark's settings were play ``vars`` of bench.yml, which outrank inventory group_vars and host_vars, so

@@ -3,8 +3,8 @@
 """The diagnostics role reads the venv's package versions and hands the vLLM release to diagnose_match.
 
 The role's own task text is rendered by Ansible's templar; the venv is read by ``ascendai.vllm.venv_info`` run
-by Ansible under the interpreter the task names (here this test's own Python), as on a node (issue 18: it was a
-program run through ``python -c``).
+by Ansible under the interpreter the task names (here this test's own Python), as on a node: a module, not a
+program run through ``python -c``.
 """
 
 from __future__ import annotations

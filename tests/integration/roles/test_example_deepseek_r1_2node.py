@@ -1,6 +1,6 @@
 # Copyright: ascendai.vllm contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""inventories/example-deepseek-r1-2node (issue 21): DeepSeek-R1-W8A8 on two Atlas 800I A2 nodes as vllm-ascend's
+"""inventories/example-deepseek-r1-2node: DeepSeek-R1-W8A8 on two Atlas 800I A2 nodes as vllm-ascend's
 DeepSeek-R1 tutorial runs it at v0.23.0 (tests/unit/fixtures/vllm-ascend-tutorials).
 
 The role's own preflight (roles/vllm_service/tasks/preflight.yml) runs with the inventory on both hosts (local

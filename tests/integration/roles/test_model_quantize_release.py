@@ -1,6 +1,6 @@
 # Copyright: ascendai.vllm contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""The model role quantizes with the tool and the command of the node's vllm-ascend release (issue 16, finding 6).
+"""The model role quantizes with the tool and the command of the node's vllm-ascend release.
 
 The role's quantize tasks run for real (ansible-playbook, local connection) against a stand-in for the venv's
 Python: it answers the vllm-ascend version and ``import msmodelslim``, and when it runs the tool's script it

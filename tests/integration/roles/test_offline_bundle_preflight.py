@@ -76,7 +76,7 @@ def test_pin_missing_from_pypi_stops_before_download(tmp_path, vllm_ascend, role
     ("manylinux_2_34_aarch64", "0.23.0"),   # openEuler 22.03+/Ubuntu 22.04: the newest final
 ])
 def test_empty_release_is_the_default_release_for_the_targets(tmp_path, platform, release):
-    # issue 16 finding 9: one default release, chosen by the targets' glibc (the bundle used to pin 0.11.0)
+    # empty: the bundle holds one default release, the newest final one for the targets' glibc
     out = run_preflight(tmp_path, "", platform,
                         offline_bundle_ascend_extra_index_urls=["https://mirrors.huaweicloud.com/ascend/repos/pypi"])
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]

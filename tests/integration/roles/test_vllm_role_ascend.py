@@ -167,7 +167,7 @@ def test_ascend_install_steps(tmp_path, vllm_ascend, torch, torch_npu, vllm, dec
     ("0.23.0", "9.1.0", "2.28", "glibc 2.28 is older than the glibc 2.34 that row's aarch64 wheels need"),
     ("0.11.0", "8.3.RC2", "2.28", None),
     ("0.23.0", "9.1.0", "2.34", None),
-    # vllm_ascend_version empty: the default release for the node (issue 16, finding 9)
+    # vllm_ascend_version empty: the default release for the node (chosen from its glibc and CANN)
     ("", "8.5.1", "2.28", None),
     # the stack's default for glibc 2.28 is v0.18.0; a CANN outside its row is refused, naming both
     ("", "9.1.0", "2.28", "No row of the table accepts CANN 9.1.0, glibc 2.28 together"),

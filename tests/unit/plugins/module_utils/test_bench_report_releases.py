@@ -1,4 +1,4 @@
-"""The bench role and its report on every vLLM release's vllm bench serve (issue 16, findings 4 and 5).
+"""The bench role and its report on every vLLM release's vllm bench serve.
 
 The result files under tests/unit/fixtures/bench/ follow each release's writing code (see their README.md);
 the launcher is run against each release's module layout taken from the committed sdist extracts.

@@ -116,7 +116,7 @@ def test_pins_on_pypi_give_no_message(vllm_ascend):
 
 
 def test_bad_combination_names_the_working_row():
-    # Issue 6's example: vllm-ascend 0.23 with CANN 8.1.
+    # vllm-ascend 0.23 with CANN 8.1: the answer names the rows that do run on CANN 8.1.
     result = cm.check_combination(vllm_ascend="0.23", cann="8.1")
     assert not result["ok"]
     assert result["row"]["label"] == "v0.23.0"

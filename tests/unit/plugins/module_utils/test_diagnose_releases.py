@@ -1,4 +1,4 @@
-"""diagnose's KV cache and engine patterns follow the node's vLLM release (issue 16, finding 7).
+"""diagnose's KV cache and engine patterns follow the node's vLLM release.
 
 tests/unit/fixtures/diagnose/vllm-kv-cache-messages.json holds, for each vLLM release the compatibility matrix
 names (and the sandbox's 0.32.0), the messages that release raises when the KV cache cannot hold the model:

@@ -8,7 +8,7 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.vllm_options import 
 from hypothesis import given
 from hypothesis import strategies as st
 
-# The guide's example (issue 8): its config.py block and environment.
+# The guide's example: its config.py block and environment.
 GUIDE = {
     "config": {
         "tensor_parallel_size": 4,

@@ -164,7 +164,7 @@ def test_warns_on_tp_heads_and_length():
     assert "exceeds the model's max_position_embeddings 4096" in text
 
 
-# --------------------------------------------------------------------------- hostile input (issue 17)
+# -------------------------------------------------------------------------------------- hostile input
 
 DENSE = {"hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
          "intermediate_size": 512, "vocab_size": 512, "max_position_embeddings": 4096}

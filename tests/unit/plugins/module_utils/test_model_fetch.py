@@ -547,7 +547,7 @@ def test_a_manifest_that_is_not_utf8_is_named(server, tmp_path, where):
 
 
 def test_model_fetch_keeps_no_copy_of_the_bundle_code():
-    """Issue 18: the manifest, the sources, the sha256 cache and the transfer live in module_utils/bundle.py only;
+    """The manifest, the sources, the sha256 cache and the transfer live in module_utils/bundle.py only;
     model_fetch adds the choice of a model's rows and its result, and re-exports none of bundle's names."""
     own = {name for name, value in vars(mf).items()
            if callable(value) and getattr(value, "__module__", "") == mf.__name__}

@@ -1,4 +1,4 @@
-"""model_fetch against a server that trickles (issue 17): one byte at a time never trips a socket timeout, so a
+"""model_fetch against a server that trickles: one byte at a time never trips a socket timeout, so a
 transfer slower than LOW_SPEED_BYTES_PER_S over a whole timeout window is given up, with the file named."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Tests for plugins/module_utils/npu_metrics.py: npu-smi/hccn_tool captures -> Prometheus text.
 
-Expected values are read off the captures in tests/unit/fixtures/ by eye (issue #843: 4x 910B4 with NPU ids 4-7,
-HBM 29096/32768 MB; FaultDiag: 'Health Status : Alarm' with A4025021...). promtool, when installed, checks the
-exposition format.
+Expected values are read off the captures in tests/unit/fixtures/ by eye (vllm-ascend issue #843: 4x 910B4 with
+NPU ids 4-7, HBM 29096/32768 MB; FaultDiag: 'Health Status : Alarm' with A4025021...). promtool, when installed,
+checks the exposition format.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ CARD_HEALTH = "\tNPU ID                         : %d\n\tChip Count              
               "\tHealth                         : %s\n\tChip ID                        : 0\n\n" \
               "\tHealth                         : OK\n\tChip Name                      : MCU\n\n"
 # 'npu-smi info -t board -i N -c C' (npu_info_print.c print_ascend_chip_info; the FaultDiag doc's capture with
-# the chip name of issue 843)
+# the chip name of vllm-ascend issue #843)
 CHIP_BOARD = """\tNPU ID                         : %d
 \tChip ID                        : %d
 \tChip Type                      : Ascend

@@ -1,4 +1,4 @@
-"""Broken captures of 'npu-smi info' (issue 17): a cut row, a lost row and a repeated row of a real capture are
+"""Broken captures of 'npu-smi info': a cut row, a lost row and a repeated row of a real capture are
 refused or noted, never parsed into other plausible totals."""
 
 from __future__ import annotations

@@ -354,7 +354,7 @@ def test_stream_that_never_stops_is_not_no_answer(server):
     assert res["ttft_ms"] is not None
 
 
-# ---------------------------------------------------------------- fixed questions (the answer check, issue 29)
+# -------------------------------------------------------------------------- fixed questions (the answer check)
 
 
 def test_answers_pass_when_each_answer_contains_its_expectation(server):

@@ -1,5 +1,5 @@
 """openai_probe runs vllm bench serve's workload: token-id prompts of input_len, warm-up not measured,
-prompt tokens as the server counted them (issue 16, finding 5)."""
+prompt tokens as the server counted them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""plugins/module_utils/quant_tools.py against every vllm-ascend release's own quantization guide (issue 16, finding 6).
+"""plugins/module_utils/quant_tools.py against every vllm-ascend release's own quantization guide.
 
 tests/unit/fixtures/quant-tools/guides.json holds the lines of each release tag's guide (``git clone``, ``git
 checkout``, ``pip install accelerate``, the ``cd example/...`` and the quantization command), read from the tags by

@@ -240,7 +240,7 @@ def test_float64_against_torch():
         assert np.array_equal(run_convert("F64", dst, x.view(np.uint64)), want.view(BITS[dst])), dst
 
 
-# --------------------------------------------------------------------------- the fast kernels (issue 20)
+# -------------------------------------------------------------------------------------- the fast kernels
 
 
 def f32_class_patterns():
@@ -273,7 +273,7 @@ def fast_bf16(u):
 
 
 def plain_bf16(u):
-    """bf16 the plain way (what the module did before issue 20): the high half of u + 0x7FFF + the lowest kept bit;
+    """bf16 the plain way, the reference for the fast kernel: the high half of u + 0x7FFF + the lowest kept bit;
     NaN: quiet, sign and payload kept."""
     r = ((u + np.uint32(0x7FFF) + ((u >> 16) & 1)) >> 16).astype(np.uint16)
     nan = (u & 0x7FFFFFFF) > 0x7F800000

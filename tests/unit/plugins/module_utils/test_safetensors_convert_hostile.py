@@ -1,4 +1,4 @@
-"""model_convert on hostile sources (issue 17): links and index entries out of src, headers the safetensors library
+"""model_convert on hostile sources: links and index entries out of src, headers the safetensors library
 refuses (safetensors 0.5.3 tensor.rs Metadata::validate), odd JSON, dest through symlinks, temp-like user dirs."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Per-release vLLM options (issue 16, findings 1 and 2), checked against each release's own code.
+"""Per-release vLLM options, checked against each release's own code.
 
 The inputs are the trimmed sources of each vLLM sdist in tests/unit/fixtures/vllm-releases (tools/vllm_release_facts.py
 ``fetch`` writes them); the ``--config`` loader used below is the release's own FlexibleArgumentParser, executed from
@@ -61,7 +61,7 @@ def test_reference_table_is_the_real_vllm_032_parser():
 
 
 def test_config_semantics_per_release():
-    # Finding 1: a YAML false is dropped up to 0.27.1 (--no-X from 0.28.0); mappings are str(dict) up to 0.15.0,
+    # A YAML false is dropped up to 0.27.1 (--no-X from 0.28.0); mappings are str(dict) up to 0.15.0,
     # JSON from 0.16.0 (each release's own FlexibleArgumentParser, run on a probe file).
     for version in VERSIONS:
         config = RELEASES[version]["config"]
@@ -71,8 +71,8 @@ def test_config_semantics_per_release():
 
 
 def test_option_counts_of_vllm_0110_against_0320():
-    # Finding 2: the 0.32 table accepts 159 names 0.11.0 rejects and refuses 26 that 0.11.0 takes (22 plus the four
-    # deprecated --guided-decoding-* options the issue did not count).
+    # The 0.32 table accepts 159 names 0.11.0 rejects and refuses 26 that 0.11.0 takes (22 plus the four
+    # deprecated --guided-decoding-* options).
     old = set(_options("0.11.0")) - {"api_key"}
     assert len(set(vo.KNOWN_OPTIONS) - old) == 159
     refused = old - set(vo.KNOWN_OPTIONS)

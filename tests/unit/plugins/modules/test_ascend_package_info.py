@@ -172,8 +172,8 @@ def test_ops_installed_cann_85_layout(tmp_path):
 
 
 def test_kinds_read_several_packages_in_one_run(pkgs, tmp_path):
-    """Issue 20: the scan of the packages and installed versions is one module run per role, whatever the number of
-    packages; each result is what the one-kind form returns for that kind, in the order asked."""
+    """The scan of the packages and installed versions is one module run per role, so that it does not grow with the
+    number of packages; each result is what the one-kind form returns for that kind, in the order asked."""
     install_driver(str(tmp_path), "24.1.rc3")
     pkg_dir = os.path.dirname(pkgs["n+1"]["driver"])
     assert os.path.dirname(pkgs["n+1"]["firmware"]) == pkg_dir

