@@ -1,7 +1,7 @@
 """Role k8s_manifests: run it with ansible-playbook against localhost, validate every rendered object against the
 Kubernetes OpenAPI schemas (kubernetes-validate, strict: unknown fields fail) and check what the cluster will run.
 
-With a key the pod runs role api_front's nginx as a sidecar (issue 28: vLLM's --api-key guards only some path
+With a key the pod runs role api_front's nginx as a sidecar (vLLM's --api-key guards only some path
 prefixes): vLLM on the pod's loopback, the front's port the only one published, the probes through the front, the
 nginx configuration rendered from api_front's template, and the key only in the Secret. The front's configuration and
 its init step run here in the real nginx (Debian package nginx, as tests/unit/test_api_front_routes.py) and in the
@@ -394,7 +394,7 @@ def test_removed_vllm_option_fails_before_anything_is_written(runs):
     assert not docs
 
 
-# ------------------------------------------------------------------------------------- the API front (issue 28)
+# ------------------------------------------------------------------------------------------------ the API front
 def _api_front_module():
     """tests/unit/test_api_front_routes.py: its renderer of role api_front's template (the role's defaults, vars and
     OS vars, resolved as Ansible would), the one whose output that test runs in nginx against every vLLM route."""
