@@ -109,7 +109,11 @@ node_up() {
 
 node_key() {
   # The API key the node's service reads (vllm_service keeps it in the secret env file).
-  docker exec "$NAME" sed -n 's/^VLLM_API_KEY=//p' /etc/ascendai/vllm/vllm.secret.env
+  # Read with the collection's one reader of that file (ascendai.vllm.secret_env_api_key's module_utils).
+  docker exec "$NAME" cat /etc/ascendai/vllm/vllm.secret.env \
+    | PYTHONPATH=.cache/collections .venv/bin/python -c 'import sys
+from ansible_collections.ascendai.vllm.plugins.module_utils.secret_env import api_key_from_secret_env as read
+print(read(sys.stdin.read()))'
 }
 
 answer() {
