@@ -13,6 +13,7 @@ from __future__ import annotations
 from ansible_collections.ascendai.vllm.plugins.module_utils.compat_matrix import (
     default_release, find_row, known_releases)
 
+
 class StackError(ValueError):
     """A stack that cannot be decided; the message names the setting and the fix."""
 
@@ -84,4 +85,3 @@ def decide_stack(version, glibc=None, available=None):
             "triton_ascend": row_source,
         },
     }
-

@@ -71,4 +71,3 @@ def test_refusals_name_the_setting_and_the_fix(args, kwargs, words):
         compat_stack(*args, **kwargs)
     for word in words:
         assert word in str(err.value)
-
