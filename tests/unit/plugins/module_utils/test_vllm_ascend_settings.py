@@ -1,10 +1,10 @@
 """vllm-ascend switches per release (module_utils.vllm_ascend_settings): which form of balance scheduling each
 vllm-ascend release reads, and the refusal of a form the node's release ignores.
 
-The expected table is vllm-ascend's own code at each tag (docs/sources.md, "Balance scheduling per vllm-ascend
-release"): ``vllm_ascend/envs.py``, ``vllm_ascend/ascend_config.py``, ``vllm_ascend/patch/platform/__init__.py`` and
-``patch_balance_schedule.py`` of the git tags up to v0.25.1rc1, the PyPI sdists of 0.26.0rc1, 0.27.1rc1 and
-0.30.0rc2.
+The expected table is vllm-ascend's own code at each tag
+(docs/sources.md, "Balance scheduling per vllm-ascend release"): ``vllm_ascend/envs.py``,
+``vllm_ascend/ascend_config.py``, ``vllm_ascend/patch/platform/__init__.py`` and ``patch_balance_schedule.py``
+of the git tags up to v0.25.1rc1, the PyPI sdists of 0.26.0rc1, 0.27.1rc1 and 0.30.0rc2.
 """
 
 from __future__ import annotations
