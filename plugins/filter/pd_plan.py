@@ -13,10 +13,10 @@ description:
   - Takes the inventory's prefill/decode (P/D) layout and returns one entry per DP rank (each rank is its own
     C(vllm serve), as vllm-ascend's C(examples/external_online_dp/launch_online_dp.py) starts them) and the proxy's
     upstream lists in the order the connector needs.
-  - Per rank, the i-th rank on a node serves on C(api_port + i) with NPUs C(i*tp .. (i+1)*tp-1) of that node (the
+  - Per rank, the i-th rank on a node serves on C(api_port + i) with NPUs i x tp to i x tp + tp - 1 of that node (the
     next free ones when roles share a node), and C(--data-parallel-address) is the node holding DP rank 0 of its
     instance. Engine ids are unique per rank.
-  - Kv ports, as the connectors bind them from C(--data-parallel-rank) (global under an external load balancer):
+  - Kv ports, as the connectors bind them from C(--data-parallel-rank) (global under an external load balancer) -
     Mooncake connectors C(kv_port + dp_rank * tp) to C(+ tp - 1); C(LLMDataDistCMgrConnector) the same from
     C(VLLM_ASCEND_LLMDD_RPC_PORT); C(NixlConnector) C(VLLM_NIXL_SIDE_CHANNEL_PORT + dp_rank). Each role instance gets
     its own block from O(_input.kv_port); one integer stacks the prefill instances first, then the decode ones.
@@ -65,14 +65,14 @@ options:
       api_port:
         description:
           - First API port on a node. One integer numbers the ranks of a node across both roles; a mapping
-            C({prefill: N, decode: M}) numbers each role's ranks from its own base.
+            with the keys C(prefill) and C(decode) numbers each role's ranks from its own base.
         type: raw
         required: true
       kv_port:
         description:
           - First kv port. One integer stacks every role instance's block (C(dp x tp) ports, C(dp) for Nixl), prefill
-            first; a mapping C({prefill: N, decode: M}) starts each role at its own base. For Mooncake on a node
-            with 8 NPUs use 28000 or more, with 16 NPUs 36000 or more.
+            first; a mapping with the keys C(prefill) and C(decode) starts each role at its own base. For Mooncake on
+            a node with 8 NPUs use 28000 or more, with 16 NPUs 36000 or more.
         type: raw
         required: true
       dp_rpc_port:
