@@ -20,6 +20,7 @@ use ascendai.vllm's default thread count (--threads to change it). Run from the 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -32,17 +33,12 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
 
 def _import_convert():
-    tree = os.path.join(ROOT, ".cache", "collections")
-    link = os.path.join(tree, "ansible_collections", "ascendai", "vllm")
-    if not os.path.islink(link):
-        os.makedirs(os.path.dirname(link), exist_ok=True)
-        try:
-            os.symlink(ROOT, link)
-        except FileExistsError:
-            pass
-    sys.path.insert(0, tree)
+    spec = importlib.util.spec_from_file_location("collection_tree", os.path.join(ROOT, "tools/ci/collection_tree.py"))
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    sys.path.insert(0, builder.link(ROOT))
     from ansible_collections.ascendai.vllm.plugins.module_utils import (
-        safetensors_convert,
+        _safetensors_convert as safetensors_convert,
     )
     return safetensors_convert
 

@@ -28,7 +28,7 @@ UNITS = ['api_key="', "api_key=[", "token: ", '"a":', "a=", "--api-key ", "Cooki
 
 def _load_diagnose():
     # diagnose.py is stdlib only: loaded by path, so the script needs neither Ansible nor the collection installed
-    path = os.path.join(ROOT, "plugins", "module_utils", "diagnose.py")
+    path = os.path.join(ROOT, "plugins", "module_utils", "_diagnose.py")
     spec = importlib.util.spec_from_file_location("ascendai_diagnose", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Time a no-op site run on 1 to N simulated nodes against the Ansible floor: what the roles cost beyond Ansible's own.
 
-Starts N simulated Atlas nodes (the simulated node image of tools/sandbox-host.sh, started as
-tools/sandbox.sh starts its node, without vLLM), serves the sandbox bundle (.cache/bundle, built by
-`tools/sandbox.sh bundle`) over HTTP on the Docker bridge, writes an inventory like inventories/sandbox
+Starts N simulated Atlas nodes (the simulated node image of tools/sandbox/host.sh, started as
+tools/sandbox/sandbox.sh starts its node, without vLLM), serves the sandbox bundle (.cache/bundle, built by
+`tools/sandbox/sandbox.sh bundle`) over HTTP on the Docker bridge, writes an inventory like inventories/sandbox
 (its group_vars read at run time, only the bundle URL overridden) and a playbook with the plays of
 playbooks/site.yml that install the stack and deploy the model, minus vllm, vllm_service and monitoring.
 Then:
@@ -27,6 +27,7 @@ end (also on Ctrl-C or a failure) unless --keep. Run from the repository root, t
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -305,12 +306,10 @@ class CallbackModule(CallbackBase):
 
 def collection_tree(checkout):
     """The collections path in which ascendai.vllm is `checkout` (a checkout of this repository)."""
-    tree = os.path.join(checkout, ".cache", "collections")
-    link = os.path.join(tree, "ansible_collections", "ascendai", "vllm")
-    if not os.path.islink(link):
-        os.makedirs(os.path.dirname(link), exist_ok=True)
-        os.symlink(os.path.abspath(checkout), link)
-    return tree
+    spec = importlib.util.spec_from_file_location("collection_tree", os.path.join(ROOT, "tools/ci/collection_tree.py"))
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    return builder.link(checkout)
 
 
 def machine_cpu(path="/proc/stat"):
@@ -374,11 +373,11 @@ class Bench:
 
     # -- nodes
     def image(self):
-        out = sh(["bash", "tools/sandbox-host.sh"], cwd=ROOT).stdout
+        out = sh(["bash", "tools/sandbox/host.sh"], cwd=ROOT).stdout
         for line in out.splitlines():
             if line.startswith("SIM_IMAGE="):
                 return line.split("=", 1)[1]
-        raise SystemExit("tools/sandbox-host.sh printed no SIM_IMAGE")
+        raise SystemExit("tools/sandbox/host.sh printed no SIM_IMAGE")
 
     def nodes_up(self):
         image = self.image()
@@ -388,7 +387,7 @@ class Bench:
                 sh(["docker", "start", name])
                 continue
             sh(["docker", "rm", "-f", name], check=False)
-            # tools/sandbox.sh node_up's flags, without the published port
+            # tools/sandbox/sandbox.sh node_up's flags, without the published port
             sh(["docker", "run", "-d", "--name", name, "--hostname", "scale-%d" % i, "--restart", "always",
                 "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN", "--security-opt", "seccomp=unconfined",
                 "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--tmpfs", "/run",
@@ -407,7 +406,7 @@ class Bench:
     def serve(self):
         bundle = os.path.join(ROOT, ".cache", "bundle")
         if not os.path.exists(os.path.join(bundle, "MANIFEST.sha256")):
-            raise SystemExit("no sandbox bundle in %s: run tools/sandbox.sh bundle first" % bundle)
+            raise SystemExit("no sandbox bundle in %s: run tools/sandbox/sandbox.sh bundle first" % bundle)
         ip = sh(["docker", "inspect", "-f", "{{.NetworkSettings.Gateway}}", self.names[0]]).stdout.strip()
         self.server = subprocess.Popen(
             [sys.executable, "-m", "http.server", str(self.args.port), "--bind", ip, "--directory", bundle],

@@ -1,6 +1,6 @@
 # Copyright: ascendai.vllm contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""The transfer options that ``bundle_fetch`` and ``model_fetch`` share (one fetch code, ``module_utils/bundle.py``).
+"""The transfer options that ``bundle_fetch`` and ``model_fetch`` share (one fetch code, ``module_utils/_bundle.py``).
 
 Their argument spec is ``bundle.TRANSFER_ARGUMENT_SPEC``; a module adds its own options on top::
 

@@ -55,7 +55,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.ascend_packages import AscendVersionError, cann_layout
+from ansible_collections.ascendai.vllm.plugins.module_utils._ascend_packages import AscendVersionError, cann_layout
 
 
 def ascend_cann_layout(version, arch, npu_type="910b", install_path="/usr/local/Ascend"):

@@ -44,7 +44,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.ascend_driver_plan import PlanError, install_sequence
+from ansible_collections.ascendai.vllm.plugins.module_utils._ascend_driver_plan import PlanError, install_sequence
 
 
 def ascend_install_sequence(order, driver_installed):

@@ -23,12 +23,15 @@ options:
     type: dict
     required: true
   owed:
-    description: Lines recorded by an earlier run whose reboot has not happened.
-    type: list
-    elements: str
+    description:
+      - Lines recorded by an earlier run whose reboot has not happened, or the registered result of
+        M(ansible.builtin.slurp) of that file (base64; a skipped result when there is no file).
+    type: raw
     default: []
   probe:
-    description: The result of M(ascendai.vllm.npu_info) (C(failed), C(kind), C(msg), C(driver_version)).
+    description:
+      - The result of M(ascendai.vllm.npu_info) (C(failed), C(kind), C(msg), C(driver_version)); a skipped result is
+        no probe.
     type: dict
     default: {}
   disk_driver:
@@ -52,7 +55,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.ascend_driver_plan import PlanError, reboot_plan
+from ansible_collections.ascendai.vllm.plugins.module_utils._ascend_driver_plan import PlanError, reboot_plan
 
 
 def ascend_reboot_plan(outputs, owed=None, probe=None, disk_driver=None):

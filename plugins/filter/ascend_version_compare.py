@@ -62,7 +62,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.ascend_packages import AscendVersionError, compare_versions
+from ansible_collections.ascendai.vllm.plugins.module_utils._ascend_packages import AscendVersionError, compare_versions
 
 _OPERATORS = {"<": (-1,), "<=": (-1, 0), "==": (0,), "!=": (-1, 1), ">=": (0, 1), ">": (1,)}
 

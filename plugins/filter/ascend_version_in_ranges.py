@@ -51,7 +51,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.ascend_packages import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._ascend_packages import (
     AscendVersionError,
     family,
     family_listed,

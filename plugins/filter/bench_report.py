@@ -78,7 +78,7 @@ _value:
 import json
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.bench_report import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._bench_report import (
     ReportError,
     build_report,
     render_markdown,

@@ -72,7 +72,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.compat_matrix import check_combination, combination_error
+from ansible_collections.ascendai.vllm.plugins.module_utils._compat_matrix import check_combination, combination_error
 
 _KEYS = ("vllm_ascend", "vllm", "python", "cann", "torch", "torch_npu", "glibc")
 

@@ -63,7 +63,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.compat_matrix import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._compat_matrix import (
     default_release, find_row, known_releases)
 
 

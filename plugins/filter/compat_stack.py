@@ -53,7 +53,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.stack import StackError, decide_stack
+from ansible_collections.ascendai.vllm.plugins.module_utils._stack import StackError, decide_stack
 
 
 def compat_stack(version, glibc=None, available=None):

@@ -100,7 +100,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.diagnose import DiagnoseError, match
+from ansible_collections.ascendai.vllm.plugins.module_utils._diagnose import DiagnoseError, match
 
 
 def diagnose_match(texts, signatures=None, max_examples=3, vllm_version=""):

@@ -50,7 +50,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.diagnose import DiagnoseError, redact
+from ansible_collections.ascendai.vllm.plugins.module_utils._diagnose import DiagnoseError, redact
 
 
 def diagnose_redact(text):

@@ -76,7 +76,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.guide_settings import translate_guide
+from ansible_collections.ascendai.vllm.plugins.module_utils._guide_settings import translate_guide
 
 
 def from_guide(guide, vllm_version=None):

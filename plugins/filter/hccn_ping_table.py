@@ -43,7 +43,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.hccn import format_ping_table
+from ansible_collections.ascendai.vllm.plugins.module_utils._hccn import format_ping_table
 
 
 def _number(value, what, host, entry):

@@ -72,7 +72,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.hccn import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._hccn import (
     HccnError,
     plan_addresses,
 )

@@ -110,7 +110,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.kv_cache import PlanError, plan
+from ansible_collections.ascendai.vllm.plugins.module_utils._kv_cache import PlanError, plan
 
 
 def kv_cache_plan(config_json, **kwargs):

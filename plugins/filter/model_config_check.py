@@ -101,7 +101,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.model_config import ConfigError, check_model_config
+from ansible_collections.ascendai.vllm.plugins.module_utils._model_config import ConfigError, check_model_config
 
 
 def model_config_check(config_json, tensor_parallel_size=1, supported_architectures=None, head_dims=None,

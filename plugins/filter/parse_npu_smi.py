@@ -78,7 +78,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.npu_smi import NpuSmiParseError, parse_info
+from ansible_collections.ascendai.vllm.plugins.module_utils._npu_smi import NpuSmiParseError, parse_info
 
 
 def parse_npu_smi(text):

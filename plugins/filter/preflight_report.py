@@ -62,7 +62,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.preflight import PreflightError, free_bytes, report
+from ansible_collections.ascendai.vllm.plugins.module_utils._preflight import PreflightError, free_bytes, report
 
 
 def preflight_report(host, architectures=None, min_memory_mb=None, model_dir=None, model_free_gb=None):

@@ -39,7 +39,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.preflight import PreflightError, table
+from ansible_collections.ascendai.vllm.plugins.module_utils._preflight import PreflightError, table
 
 
 def preflight_table(rows):

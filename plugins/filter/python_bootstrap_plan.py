@@ -57,7 +57,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.python_bootstrap import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._python_bootstrap import (
     BootstrapError,
     core_floor,
     installed_core_floor,

@@ -141,7 +141,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.quant_tools import QuantToolError, quant_plan as _plan
+from ansible_collections.ascendai.vllm.plugins.module_utils._quant_tools import QuantToolError, quant_plan as _plan
 
 
 def quant_plan(vllm_ascend_version, python, model_path, save_path, tool_dir="", script="", args=None, save_option="",

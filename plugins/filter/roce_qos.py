@@ -81,7 +81,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.roce_qos import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._roce_qos import (
     RoceQosError,
     check_consistency,
     cloudengine_config,

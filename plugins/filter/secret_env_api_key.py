@@ -44,7 +44,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.secret_env import api_key_from_secret_env
+from ansible_collections.ascendai.vllm.plugins.module_utils._secret_env import api_key_from_secret_env
 
 
 def secret_env_api_key(text):

@@ -85,7 +85,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.service_env import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._service_env import (
     DEFAULT_NPU_ALLOC_CONF,
     ServiceEnvError,
     service_env as _service_env,

@@ -64,7 +64,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.systemd_syntax import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._systemd_syntax import (
     SystemdSyntaxError,
     env_file,
     exec_path,

@@ -55,7 +55,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.bench_report import ReportError, vllm_bench_argv as _argv
+from ansible_collections.ascendai.vllm.plugins.module_utils._bench_report import ReportError, vllm_bench_argv as _argv
 
 
 def vllm_bench_argv(info, settings):

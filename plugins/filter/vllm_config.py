@@ -18,7 +18,7 @@ description:
   - Options whose value is C(null) are left out (vLLM's default applies). Mappings (C(compilation_config),
     C(additional_config), C(speculative_config)...) stay mappings; vLLM turns them into JSON.
   - With O(vllm_version), names are checked against that release's option table (generated from each vLLM
-    sdist by C(tools/vllm_release_facts.py)) and values are written the way that release's C(--config) loader
+    sdist by C(tools/generate/vllm_release_facts.py)) and values are written the way that release's C(--config) loader
     reads them. Before vLLM 0.32 the loader drops a C(false); a C(--X/--no-X) option set to C(false) is written
     C(no-X) set to C(true). Up to vLLM 0.14 the loader passes a mapping as C(str(dict)), so mappings are written as JSON
     strings. Up to 0.10.0 a list becomes C(str(list)), so one item is written as a scalar and more fail.
@@ -87,7 +87,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.vllm_options import OptionError, render_config
+from ansible_collections.ascendai.vllm.plugins.module_utils._vllm_options import OptionError, render_config
 
 
 def vllm_config(options, model=None, served_model_name=None, vllm_version=None, allow_unknown=False,

@@ -86,7 +86,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.ascendai.vllm.plugins.module_utils.wheel_plan import WheelPlanError, plan
+from ansible_collections.ascendai.vllm.plugins.module_utils._wheel_plan import WheelPlanError, plan
 
 
 def wheel_plan(target, settings, row=None, requirements=None, locks=None, sdists=None, build_locks=None):

@@ -193,7 +193,7 @@ import shutil
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ascendai.vllm.plugins.module_utils.ascend_packages import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._ascend_packages import (
     AscendVersionError,
     compare_versions,
     info_version,

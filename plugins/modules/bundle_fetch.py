@@ -184,7 +184,7 @@ status_file:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ascendai.vllm.plugins.module_utils.bundle import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._bundle import (
     BundleError,
     DirSource,
     apply_file_attributes,

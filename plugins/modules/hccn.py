@@ -152,7 +152,7 @@ ping:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ascendai.vllm.plugins.module_utils.hccn import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._hccn import (
     HccnError,
     check_link_and_health,
     health_ok,

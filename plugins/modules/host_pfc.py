@@ -103,7 +103,7 @@ after:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ascendai.vllm.plugins.module_utils.host_pfc import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._host_pfc import (
     HostPfcError,
     parse_dcb_app_dscp,
     parse_dcb_pfc,

@@ -177,7 +177,7 @@ seconds:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ascendai.vllm.plugins.module_utils.safetensors_convert import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._safetensors_convert import (
     ConvertError,
     convert_model,
 )

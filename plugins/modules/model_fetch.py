@@ -176,14 +176,14 @@ status_file:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ascendai.vllm.plugins.module_utils.bundle import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._bundle import (
     FetchError,
     apply_file_attributes,
     fetch_diff,
     transfer_argument_spec,
     url_secrets,
 )
-from ansible_collections.ascendai.vllm.plugins.module_utils.model_fetch import fetch_model
+from ansible_collections.ascendai.vllm.plugins.module_utils._model_fetch import fetch_model
 
 
 def main():

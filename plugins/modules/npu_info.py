@@ -214,7 +214,7 @@ holders:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ascendai.vllm.plugins.module_utils.npu_smi import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._npu_smi import (
     NpuSmiParseError,
     classify_error,
     find_device_holders,

@@ -145,6 +145,23 @@ options:
     description: Return the measurements of every request in RV(per_request).
     type: bool
     default: true
+  unit:
+    description:
+      - O(mode=health) only. The systemd unit that serves O(base_url). When the gate fails, the unit's state is read
+        (C(systemctl show)); when systemd gave up on it, it is not running, or it was restarted automatically more
+        than O(unit_max_restarts) times since it was last started, the result has RV(unit_stopped) set, so that an
+        C(until) loop can stop waiting for a service that fails at every start.
+    type: str
+  unit_max_restarts:
+    description: O(mode=health) with O(unit). Automatic restarts of the unit tolerated while waiting.
+    type: int
+    default: 3
+  unit_restarts_before:
+    description:
+      - O(mode=health) with O(unit). The unit's C(NRestarts) when the wait began; the restarts counted are those
+        after it (a C(systemctl restart) does not always set the counter back to 0).
+    type: int
+    default: 0
 extends_documentation_fragment:
   - ascendai.vllm.attributes
 attributes:
@@ -197,6 +214,17 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+unit_stopped:
+  description: The unit of O(unit) has stopped for good (failed, not running, or restarted more than
+    O(unit_max_restarts) times); the message says which and where its log is.
+  returned: O(mode=health) with O(unit), when the gate failed
+  type: bool
+  sample: true
+unit_state:
+  description: The unit's C(ActiveState), C(SubState), C(Result), C(NRestarts) and C(ExecMainStatus).
+  returned: O(mode=health) with O(unit), when the gate failed
+  type: dict
+  sample: {ActiveState: activating, SubState: auto-restart, Result: exit-code, NRestarts: "4", ExecMainStatus: "1"}
 mode:
   description: The mode that ran.
   returned: always
@@ -378,14 +406,17 @@ checks:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ascendai.vllm.plugins.module_utils.openai_probe import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._openai_probe import (
+    UNIT_PROPERTIES,
     Endpoint,
     build_payload,
     evaluate_slo,
     health_check,
     normalize_answers,
+    parse_systemctl_show,
     random_token_prompts,
     run_probe,
+    unit_stopped,
 )
 
 
@@ -417,6 +448,9 @@ def main():
             "slo_max_error_rate": {"type": "float", "default": 0.0},
             "fail_on_slo": {"type": "bool", "default": False},
             "return_requests": {"type": "bool", "default": True},
+            "unit": {"type": "str"},
+            "unit_max_restarts": {"type": "int", "default": 3},
+            "unit_restarts_before": {"type": "int", "default": 0},
         },
         required_if=[("mode", "bench", ("model",))],
         supports_check_mode=True,
@@ -459,8 +493,16 @@ def main():
         result = dict(changed=False, mode="health", model=res["model"], endpoint=path, healthy=res["ok"],
                       failures=res["failures"], served_models=res["served_models"], checks=res["checks"])
         if not res["ok"]:
-            module.fail_json(msg="vLLM health gate at {}: {}".format(p["base_url"], "; ".join(res["failures"])),
-                             **result)
+            msg = "vLLM health gate at {}: {}".format(p["base_url"], "; ".join(res["failures"]))
+            if p["unit"]:
+                rc, out, err = module.run_command(["systemctl", "show", p["unit"]]
+                                                  + [f"--property={name}" for name in UNIT_PROPERTIES])
+                props = parse_systemctl_show(out) if rc == 0 else {}
+                stopped = unit_stopped(props, p["unit"], p["unit_max_restarts"], p["unit_restarts_before"])
+                result.update(unit_state=props, unit_stopped=bool(stopped))
+                if stopped:
+                    msg = f"{msg}; {stopped}"
+            module.fail_json(msg=msg, **result)
         module.exit_json(**result)
 
     payload = build_payload(p["model"], p["prompt"], p["max_tokens"], chat=p["chat"],

@@ -77,7 +77,7 @@ cmd:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ascendai.vllm.plugins.module_utils.rpm_packages import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._rpm_packages import (
     RpmSpecError,
     check_specs,
     diff,

@@ -134,7 +134,7 @@ entry_point:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.ascendai.vllm.plugins.module_utils.venv_state import venv_report
+from ansible_collections.ascendai.vllm.plugins.module_utils._venv_state import venv_report
 
 
 def main():

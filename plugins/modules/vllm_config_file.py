@@ -103,7 +103,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes, to_native
-from ansible_collections.ascendai.vllm.plugins.module_utils.vllm_options import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._vllm_options import (
     check_config_file,
     installed_vllm_version,
     vllm_serve_parser,

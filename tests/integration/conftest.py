@@ -1,7 +1,7 @@
 """Integration tests: they run ansible-playbook against localhost (or a chroot), build the aarch64 bundle from
 PyPI (marker ``bundle``) or emulate a Kunpeng node with qemu (marker ``kunpeng``). Every test here carries the
 marker ``integration``; pytest.ini deselects ``bundle`` and ``kunpeng`` unless ``-m`` names them
-(tools/test.sh bundle / kunpeng)."""
+(.ci/run bundle / kunpeng)."""
 
 from __future__ import annotations
 
@@ -16,3 +16,33 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if str(item.fspath).startswith(_HERE):
             item.add_marker(pytest.mark.integration)
+
+
+_FACTS_DIR = "/etc/ansible/facts.d"
+
+
+@pytest.fixture(autouse=True)
+def _keep_this_machines_local_facts():
+    """The vllm and vllm_service roles write Ansible local facts (/etc/ansible/facts.d/ascendai_*.fact) when a test
+    runs them for real on this machine, and other roles read them (the model checks, the driver's service stop): put
+    the folder back as it was after each test, so no test sees what an earlier one left."""
+    def snapshot():
+        if not os.path.isdir(_FACTS_DIR):
+            return {}
+        found = {}
+        for name in os.listdir(_FACTS_DIR):
+            if name.startswith("ascendai_") and name.endswith(".fact"):
+                with open(os.path.join(_FACTS_DIR, name), "rb") as handle:
+                    found[name] = handle.read()
+        return found
+
+    before = snapshot()
+    yield
+    after = snapshot()
+    for name in set(before) | set(after):
+        path = os.path.join(_FACTS_DIR, name)
+        if name not in before:
+            os.unlink(path)
+        elif after.get(name) != before[name]:
+            with open(path, "wb") as handle:
+                handle.write(before[name])

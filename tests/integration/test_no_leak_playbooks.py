@@ -3,13 +3,15 @@
 """The -vvv no-leak run (tests/tools/no_leak_run.py) against this machine: ansible-runner as AWX runs it, with an
 API key, a bundle password (in ascendai_bundle_url) and an HF token planted. Molecule default runs it against a
 deployed sandbox node; here the playbooks that can run on a machine that is no Ascend node run against localhost
-(bench.yml with a stand-in vllm bench serve, so the key really reaches it), and a playbook that prints every
-secret on purpose shows that each one would be found."""
+(bench.yml with a stand-in vllm bench serve, so the key really reaches it; pd.yml up to its ranks, on two local
+nodes), and a playbook that prints every secret on purpose shows that each one would be found."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import sys
 
 import pytest
@@ -81,7 +83,10 @@ def test_bench_at_vvv_hands_the_key_to_vllm_bench_and_shows_it_nowhere(tmp_path,
     with FakeVllm() as fake:
         more = {"bench_base_url": fake.base_url, "bench_model": "tiny", "bench_requests": 2, "bench_concurrency": 1,
                 "bench_output_len": 4, "bench_input_len": 4, "bench_timeout": 30, "bench_vllm_python": str(fake_python),
-                "bench_tokenizer": str(tmp_path), "bench_report_dir": str(tmp_path / "reports")}
+                "bench_tokenizer": str(tmp_path), "bench_report_dir": str(tmp_path / "reports"),
+                # the bench role's own input: no service was deployed here, so there is no key file of the
+                # service for it to read (what it does after site.yml)
+                "bench_api_key": PLANTED["API key"]}
         rc = no_leak_run.main(["--inventory", str(env), "--playbook", "bench.yml", "--bundle-url", BUNDLE,
                                "--extra-vars-file", _vars(tmp_path, more)])
         sent = list(fake.headers)
@@ -93,7 +98,7 @@ def test_bench_at_vvv_hands_the_key_to_vllm_bench_and_shows_it_nowhere(tmp_path,
 
 
 def no_leak_run_options():
-    from ansible_collections.ascendai.vllm.plugins.module_utils.bench_report import REQUIRED_OPTIONS
+    from ansible_collections.ascendai.vllm.plugins.module_utils._bench_report import REQUIRED_OPTIONS
 
     return REQUIRED_OPTIONS
 
@@ -107,6 +112,53 @@ def test_playbooks_that_run_on_any_machine_leak_nothing_at_vvv(tmp_path, env, ca
     out = capsys.readouterr()
     assert rc == 0, out.out + out.err
     assert "AWX ascendai.vllm 3 deploy the model (Kubernetes) (awx/deploy_k8s.yml) -vvv: rc=0" in out.out, out.out
+
+
+def test_pd_up_to_its_ranks_leaks_nothing_at_vvv(tmp_path, env, capsys, monkeypatch):
+    """playbooks/pd.yml. no_leak_run.py plans only what a single-node inventory can run, so it leaves pd.yml out
+    (tests/tools/no_leak_run.py, and its unit test); here pd.yml runs under the name site.yml from a playbook
+    directory of its own, in check mode, on two local nodes (the prefill and the decode node are both this machine),
+    with the planted API key as the ranks' key (vllm_pd_api_key) and the stack plays skipped (ANSIBLE_SKIP_TAGS: this
+    machine is no Ascend node). What runs: the preflight play (kv ports; the NPU checks are skipped for
+    NixlConnector), then the ranks' play, which takes the key and stops where it needs the installed vLLM (its venv
+    check: --may-fail); the proxy's play then has no host. The ranks' units, their env files and the proxy are the
+    Molecule pd scenario's (it deploys them and checks the key on every route)."""
+    playbooks = tmp_path / "pd-playbooks"
+    (playbooks / "awx").mkdir(parents=True)
+    (playbooks / "awx" / "job_templates.yml").write_text("awx_job_templates: []\n")
+    (playbooks / "site.yml").write_text(yaml.safe_dump([{"ansible.builtin.import_playbook": os.path.join(
+        ROOT, "playbooks", "pd.yml")}]))
+    node = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+            "ansible_become_method": "ansible.builtin.su"}
+    inventory = tmp_path / "pd-hosts.yml"
+    inventory.write_text(yaml.safe_dump({"pd_prefill": {"hosts": {"pd-p1": node}},
+                                         "pd_decode": {"hosts": {"pd-d1": node}},
+                                         "pd_proxy": {"hosts": {"pd-p1": None}}}))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        kv = sock.getsockname()[1]
+    layout = {"connector": "NixlConnector",
+              "prefill": {"dp": 1, "tp": 1, "hosts": [{"host": "pd-p1", "address": "127.0.0.1", "dp_ranks": [0]}]},
+              "decode": {"dp": 1, "tp": 1, "hosts": [{"host": "pd-d1", "address": "127.0.0.1", "dp_ranks": [0]}]},
+              "api_port": {"prefill": 18100, "decode": 18200}, "kv_port": {"prefill": kv, "decode": kv - 1},
+              "proxy": {"host": "127.0.0.1", "port": 18000}}
+    more = {"pd_layout": layout, "preflight_pd_kv_timeout": 3, "vllm_pd_model_path": str(tmp_path),
+            "vllm_pd_served_model_name": "tiny", "vllm_pd_api_key": "{{ vllm_service_api_key }}"}
+    monkeypatch.setenv("ANSIBLE_SKIP_TAGS", "pd_stack")
+    rc = no_leak_run.main(["--inventory", str(inventory), "--bundle-url", BUNDLE, "--playbook-dir", str(playbooks),
+                           "--playbook", "site.yml", "--check", "site.yml", "--may-fail", "site.yml", "--keep",
+                           "--extra-vars-file", _vars(tmp_path, more)])
+    out = capsys.readouterr()
+    assert rc == 0, out.out + out.err
+    kept = re.search(r"runner directory kept: (\S+)", out.out).group(1)
+    stdout = "".join(open(os.path.join(folder, "stdout"), encoding="utf-8").read()
+                     for folder in (os.path.join(kept, "runner", "artifacts", d)
+                                    for d in os.listdir(os.path.join(kept, "runner", "artifacts")))
+                     if os.path.exists(os.path.join(folder, "stdout")))
+    # the preflight passed, and the ranks' play got past its key check (it stops at the venv this machine lacks)
+    assert "pd-d1 reaches 1 kv port(s) of the other role" in stdout, stdout[-4000:]
+    assert "Check the model, its served name and the API key" in stdout, stdout[-4000:]
+    assert "is missing: install vLLM first" in stdout, stdout[-4000:]
 
 
 def test_a_playbook_that_prints_the_secrets_is_caught(tmp_path, env, capsys):

@@ -1,6 +1,6 @@
 """The RPM-family test nodes (tests/rpm_nodes/README.md): Kylin V10 SP3 and openEuler 22.03 LTS SP4 images.
 
-Runs under the marker rpm_nodes (tools/test.sh rpm-nodes), on the images `tools/sandbox-host.sh rpm-nodes` built;
+Runs under the marker rpm_nodes (.ci/run rpm-nodes), on the images `tools/sandbox/host.sh rpm-nodes` built;
 it builds nothing. Each node runs as Molecule runs it (systemd as PID 1, the same container settings). Checked:
 the release files and the facts Ansible gathers from them, the system python3 (refused by ansible-core 2.19 on
 Kylin, accepted on openEuler), the glibc version the roles read, and dnf against the local repository only.
@@ -24,7 +24,7 @@ import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.path.join(ROOT, ".venv", "bin")
-pytestmark = pytest.mark.rpm_nodes  # deselected unless -m rpm_nodes (tools/test.sh rpm-nodes)
+pytestmark = pytest.mark.rpm_nodes  # deselected unless -m rpm_nodes (.ci/run rpm-nodes)
 
 # The Debian python3.11 that dnf runs with (out of PATH on the node). Used here only to gather facts on Kylin,
 # whose own python3 ansible-core 2.19 refuses.
@@ -66,7 +66,7 @@ NODES = {
 
 
 def _images() -> dict:
-    out = subprocess.run([os.path.join(ROOT, "tools", "sandbox-host.sh"), "--print"], capture_output=True,
+    out = subprocess.run([os.path.join(ROOT, "tools", "sandbox", "host.sh"), "--print"], capture_output=True,
                          text=True, check=True).stdout
     return dict(line.split("=", 1) for line in out.split())
 
@@ -85,7 +85,7 @@ def node(request):
     # KYLIN_IMAGE / OPENEULER_IMAGE in the environment name an image to check instead of the recipe's
     image = os.environ.get(spec["image_var"]) or _images()[spec["image_var"]]
     if subprocess.run(["docker", "image", "inspect", image], capture_output=True, check=False).returncode:
-        pytest.fail(f"{image} is not built: tools/sandbox-host.sh rpm-nodes")
+        pytest.fail(f"{image} is not built: tools/sandbox/host.sh rpm-nodes")
     name = f"rpm-node-test-{request.param.replace('.', '')}-{uuid.uuid4().hex[:6]}"
     # The settings of the Molecule platform (tests/simulator/README.md, tests/rpm_nodes/README.md).
     subprocess.run(["docker", "run", "-d", "--name", name, "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN",

@@ -15,7 +15,7 @@ stable/intro/#runner-input-directory-hierarchy):
 - ``env/envvars``: the collections path where the project sync installed the collections;
 - ``env/cmdline``: the credential's user (``-u``) and the template's ``--become``.
 
-Usage (from the newest controller, tools/controller14.sh)::
+Usage (from the newest controller, tools/ci/controller14.sh)::
 
     python tests/tools/awx_job.py --stage install --inventory HOSTS --ssh-key KEY --user ansible \\
         --collections DIR --answers '{"vllm_flavour": "cpu"}' [--override VAR=JSON] [--expect-changed 0]

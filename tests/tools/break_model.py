@@ -7,7 +7,7 @@ The copy loads (same names, shapes, dtypes and file sizes; config.json, tokenize
 is served, and writes fluent text; only its answers are wrong. It shows that the sandbox's answer check
 (vllm_service_health_answers) catches a conversion that is not bit-exact, where /health, /v1/models and a
 non-empty completion all pass. The default tensor is layer 0's query projection, the one llama.cpp's converter
-permutes and tools/sandbox-smollm2.py has to un-permute. Test infrastructure, never shipped.
+permutes and tools/sandbox/smollm2.py has to un-permute. Test infrastructure, never shipped.
 """
 
 from __future__ import annotations

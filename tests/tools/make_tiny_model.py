@@ -13,6 +13,7 @@ template. Everything is deterministic for a given --seed. Needs numpy and tokeni
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -139,16 +140,12 @@ def weights(rng, cfg):
 
 
 def _convert_module():
-    sys.path.insert(0, os.path.join(ROOT, ".cache", "collections"))
-    link = os.path.join(ROOT, ".cache", "collections", "ansible_collections", "ascendai", "vllm")
-    if not os.path.islink(link):
-        os.makedirs(os.path.dirname(link), exist_ok=True)
-        try:
-            os.symlink(ROOT, link)
-        except FileExistsError:
-            pass
+    spec = importlib.util.spec_from_file_location("collection_tree", os.path.join(ROOT, "tools/ci/collection_tree.py"))
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    sys.path.insert(0, builder.link(ROOT))
     from ansible_collections.ascendai.vllm.plugins.module_utils import (
-        safetensors_convert,
+        _safetensors_convert as safetensors_convert,
     )
     return safetensors_convert
 

@@ -17,7 +17,8 @@ see them. This script does the same with ansible-runner's Python API:
    runs: the env file, the restart, the health gate with the key), then ``diagnose.yml``, ``bench.yml``,
    ``preflight.yml``, ``bootstrap.yml``, ``multinode.yml`` and each AWX job template's playbook
    (``playbooks/awx/job_templates.yml``, with the template's extra variables; the Kubernetes stage renders only).
-   ``download.yml`` needs the internet and runs only when named with ``--playbook``;
+   ``download.yml`` needs the internet and runs only when named with ``--playbook``; ``pd.yml`` is not run (it
+   serves the prefill/decode groups a single-node inventory has not; the Molecule ``pd`` scenario checks its key);
 4. each secret is searched, as text and in the three base64 alignments (``slurp`` and ``b64encode`` output), in the
    runner's stdout, every job event and every file diagnostics gathered (the ``.tar.gz`` included).
 

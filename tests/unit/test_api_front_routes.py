@@ -4,10 +4,11 @@
 
 vLLM's ``--api-key`` guards only some path prefixes, so its server answers ``/invocations``, ``/tokenize``,
 ``/load`` and more without the key. The front's nginx configuration is rendered from the role's template and run
-by the real nginx binary (Debian package ``nginx``; tools/test.sh's host stage installs it, the tests that need it
+by the real nginx binary (Debian package ``nginx``; the host stage of .ci/run installs it, the tests that need it
 are skipped, saying so, where it is missing) in front of a stand-in server that answers every path. Then every route
-of every release's table (tests/unit/fixtures/vllm-routes/vllm-routes.yml, tools/vllm_routes.py) is requested
-without the key: 401 with ``WWW-Authenticate``, or on the allow-list. With the key each one reaches the server.
+of every release's table (plugins/module_utils/_generated/vllm_routes.py, tools/generate/vllm_routes.py) is
+requested without the key: 401 with ``WWW-Authenticate``, or on the allow-list. With the key each one reaches the
+server.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ import subprocess
 import threading
 import time
 
-import jinja2
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ascendai.vllm.plugins.filter.nginx_bearer_regex import nginx_bearer_regex
+from ansible_collections.ascendai.vllm.tests.integration.test_support.playbook import template_text
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ROLE = os.path.join(ROOT, "roles", "api_front")
@@ -38,7 +39,8 @@ OPEN = {"/health", "/metrics"}
 
 
 def _load_tool():
-    spec = importlib.util.spec_from_file_location("vllm_routes", os.path.join(ROOT, "tools", "vllm_routes.py"))
+    spec = importlib.util.spec_from_file_location("vllm_routes",
+                                                  os.path.join(ROOT, "tools", "generate", "vllm_routes.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -53,27 +55,23 @@ def _yaml(path):
 
 
 def role_vars(os_name="Debian", **override):
-    """The role's defaults, its vars/main.yml and one OS's vars, resolved as Ansible would."""
+    """The role's defaults, its vars/main.yml and one OS's vars, resolved by Ansible's template engine."""
     values = dict(_yaml(os.path.join(ROLE, "defaults", "main.yml")))
     values.update(_yaml(os.path.join(ROLE, "vars", "main.yml")))
     values.update(_yaml(os.path.join(ROLE, "vars", f"{os_name}.yml")))
     values.update(override)
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     for _round in range(5):  # values naming other values
-        values = {k: env.from_string(v).render(**values).strip() if isinstance(v, str) and "{{" in v else v
-                  for k, v in values.items()}
+        values = {k: template_text(v, values) if isinstance(v, str) and "{{" in v else v for k, v in values.items()}
     values["ansible_managed"] = "Ansible managed"
     return values
 
 
 def render(template="nginx.conf.j2", **override):
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(ROLE, "templates")), trim_blocks=True,
-                             undefined=jinja2.StrictUndefined)
-    env.filters["comment"] = lambda text: "#\n# " + text + "\n#"
-    env.filters["ascendai.vllm.nginx_bearer_regex"] = nginx_bearer_regex
-    env.filters["bool"] = lambda value: str(value).strip().lower() in ("true", "yes", "on", "1")
-    values = role_vars(**override)
-    return env.get_template(template).render(**values)
+    """A role template, templated as the template module does (Ansible's engine, the collection filter it names)."""
+    with open(os.path.join(ROLE, "templates", template), encoding="utf-8") as handle:
+        text = handle.read()
+    return template_text(text, role_vars(**override), file=True,
+                         filters={"ascendai.vllm.nginx_bearer_regex": nginx_bearer_regex})
 
 
 # ----------------------------------------------------------------------------------------------- the filter

@@ -14,8 +14,8 @@ import sys
 
 import yaml
 
-from ansible_collections.ascendai.vllm.plugins.module_utils import ascend_packages as ap
-from ansible_collections.ascendai.vllm.plugins.module_utils import compat_matrix
+from ansible_collections.ascendai.vllm.plugins.module_utils import _ascend_packages as ap
+from ansible_collections.ascendai.vllm.plugins.module_utils import _compat_matrix as compat_matrix
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "simulator"))

@@ -32,24 +32,24 @@ from hypothesis import strategies as st
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ascendai.vllm.plugins.module_utils import (
-    ascend_driver_plan,
-    ascend_packages,
-    bench_report,
-    bundle,
-    compat_matrix,
-    diagnose,
-    hccn,
-    host_pfc,
-    kv_cache,
-    model_config,
-    model_fetch,
-    npu_smi,
-    openai_probe,
-    quant_tools,
-    roce_qos,
-    safetensors_convert,
-    service_env,
-    vllm_options,
+    _ascend_driver_plan as ascend_driver_plan,
+    _ascend_packages as ascend_packages,
+    _bench_report as bench_report,
+    _bundle as bundle,
+    _compat_matrix as compat_matrix,
+    _diagnose as diagnose,
+    _hccn as hccn,
+    _host_pfc as host_pfc,
+    _kv_cache as kv_cache,
+    _model_config as model_config,
+    _model_fetch as model_fetch,
+    _npu_smi as npu_smi,
+    _openai_probe as openai_probe,
+    _quant_tools as quant_tools,
+    _roce_qos as roce_qos,
+    _safetensors_convert as safetensors_convert,
+    _service_env as service_env,
+    _vllm_options as vllm_options,
 )
 
 # the nested-bracket strings make Hypothesis warn about long reprs of failing examples; that is expected here
@@ -295,8 +295,8 @@ def test_the_suite_covers_every_module_util_error_class():
     """Each module_util that documents an error class has at least one entry point above."""
     covered = {e[3] for e in ENTRY_POINTS}
     for path in sorted(glob.glob(os.path.join(ROOT, "plugins", "module_utils", "*.py"))):
-        name = os.path.basename(path)[:-3]
-        mod = importlib.import_module(f"ansible_collections.ascendai.vllm.plugins.module_utils.{name}")
+        name = os.path.basename(path)[:-3].lstrip("_")
+        mod = importlib.import_module(f"ansible_collections.ascendai.vllm.plugins.module_utils._{name}")
         errors = [v for v in vars(mod).values() if inspect.isclass(v) and issubclass(v, Exception)
                   and v.__module__ == mod.__name__ and not issubclass(v, (TimeoutError,))]
         roots = [e for e in errors if not any(issubclass(e, o) and e is not o for o in errors)]

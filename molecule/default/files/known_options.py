@@ -6,7 +6,7 @@ extra: parsed but not known), or {version, reference, skipped} on another releas
 
 import json
 
-from ansible_collections.ascendai.vllm.plugins.module_utils import vllm_options as vo
+from ansible_collections.ascendai.vllm.plugins.module_utils import _vllm_options as vo
 
 version = vo.installed_vllm_version()
 out = {"version": version, "reference": vo.REFERENCE_VLLM_VERSION}

@@ -11,9 +11,9 @@
                                                       merge the lines of these files and folders (relative to DIR) into
                                                       DIR/MANIFEST.sha256, replacing their old lines; keep every other
 
-The manifest is read and written by the collection's one implementation, plugins/module_utils/bundle.py (imported
-by path: it is standard library only), under its lock DIR/.work/manifest.lock, so the role, tools/sandbox-bundle.sh
-and tools/sandbox-model.sh cannot lose each other's lines.
+The manifest is read and written by the collection's one implementation, plugins/module_utils/_bundle.py (imported
+by path: it is standard library only), under its lock DIR/.work/manifest.lock, so the role, tools/sandbox/bundle.sh
+and tools/sandbox/model.sh cannot lose each other's lines.
 """
 
 from __future__ import annotations
@@ -31,14 +31,14 @@ except ImportError:  # Python < 3.11
     tomllib = None
 
 MANIFEST = "MANIFEST.sha256"
-# roles/offline_bundle/files/ -> the collection's plugins/module_utils/bundle.py (a checkout or an installed collection)
+# roles/offline_bundle/files/ -> the collection's plugins/module_utils/_bundle.py (a checkout or an installed one)
 BUNDLE_PY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "plugins", "module_utils",
-                         "bundle.py")
+                         "_bundle.py")
 _BUNDLE = []
 
 
 def bundle_module():
-    """plugins/module_utils/bundle.py, imported by path (this script runs outside Ansible)."""
+    """plugins/module_utils/_bundle.py, imported by path (this script runs outside Ansible)."""
     if not _BUNDLE:
         path = os.path.normpath(BUNDLE_PY)
         if not os.path.isfile(path):

@@ -20,7 +20,7 @@ SURVEY_TYPES = {"text": {"str", "path"}, "textarea": {"str", "path"}, "password"
                 "float": {"float"}, "multiplechoice": {"str"}, "multiselect": {"list"}}
 QUESTION_KEYS = {"question_name", "question_description", "variable", "type", "required", "default", "min", "max",
                  "choices", "new_question"}
-STAGES = ["preflight", "install", "deploy", "diagnose", "bench"]
+STAGES = ["preflight", "install", "deploy", "diagnose", "bench", "upgrade", "rollback"]
 
 
 def _load(path):
@@ -110,12 +110,12 @@ def test_job_templates_one_per_stage_with_their_survey():
         for variable in template["extra_vars"]:
             assert variable in options, f"{template['name']}: extra var {variable} is no role's input"
     present = [t["stage"] for t in templates if os.path.isfile(os.path.join(ROOT, t["playbook"]))]
-    assert {"preflight", "install", "deploy", "diagnose"} <= set(present)
+    assert {"preflight", "install", "deploy", "diagnose", "upgrade", "rollback"} <= set(present)
 
 
 def _awx_collection_path(tmp_path):
     """Where awx.awx is: the ansible package up to 13.x bundles it; from 14 on, the offline bundle's artifact
-    (roles/offline_bundle, tools/awx-collection.sh: .cache/awx/, or $ASCENDAI_AWX_ARTIFACTS) installed here."""
+    (roles/offline_bundle, tools/ci/awx-collection.sh: .cache/awx/, or $ASCENDAI_AWX_ARTIFACTS) installed here."""
     import ansible  # pylint: disable=import-outside-toplevel
 
     bundled = os.path.join(os.path.dirname(os.path.dirname(ansible.__file__)), "ansible_collections", "awx", "awx")
@@ -125,7 +125,7 @@ def _awx_collection_path(tmp_path):
                        glob.glob(os.path.join(os.environ.get("ASCENDAI_AWX_ARTIFACTS", "/nonexistent"),
                                               "awx-awx-*.tar.gz")))
     if not artifacts:
-        pytest.skip("this ansible lacks awx.awx and no awx.awx artifact is here (run tools/awx-collection.sh)")
+        pytest.skip("this ansible lacks awx.awx and no awx.awx artifact is here (run tools/ci/awx-collection.sh)")
     dest = tmp_path / "awx-collections"
     # --force: an awx.awx already on the configured collections path would make this a no-op.
     result = subprocess.run([os.path.join(BIN, "ansible-galaxy"), "collection", "install", "--offline", "--no-deps",
@@ -176,7 +176,7 @@ def test_collection_ee_metadata_points_at_existing_files():
 @pytest.mark.skipif(not os.path.exists(os.path.join(BIN, "ansible-builder")),
                     reason="ansible-builder is not installed (requirements-test.txt has it)")
 def test_ansible_builder_creates_an_offline_complete_context(tmp_path):
-    """The EE builds from the collection's tarball and the context's wheels (tools/ee-context.sh puts them into
+    """The EE builds from the collection's tarball and the context's wheels (tools/ci/ee-context.sh puts them into
     build/ee-files/; here a stand-in wheel and tarball): every file a step needs is in the context and nothing
     reaches an index, Galaxy, git or a public registry (tests/tools/ee_context.py)."""
     sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
@@ -204,8 +204,8 @@ def test_ansible_builder_creates_an_offline_complete_context(tmp_path):
     assert base.startswith("localhost/"), base
     assert f'ARG EE_BASE_IMAGE="{base}"' in containerfile
     assert 'ARG PYCMD="/usr/bin/python3.12"' in containerfile
-    # the ansible this project tests on its newest controller (tools/controller14-requirements.txt)
-    with open(os.path.join(ROOT, "tools", "controller14-requirements.txt"), encoding="utf-8") as handle:
+    # the ansible this project tests on its newest controller (tools/ci/controller14-requirements.txt)
+    with open(os.path.join(ROOT, "tools", "ci", "controller14-requirements.txt"), encoding="utf-8") as handle:
         tested = [line.strip() for line in handle if line.startswith(("ansible==", "ansible-runner=="))]
     assert f'ARG ANSIBLE_INSTALL_REFS="{" ".join(tested)}"' in containerfile
     build = context / "_build"

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
+import pathlib
 import sys
 
+from ansible_collections.ascendai.vllm.tests.integration.test_support.playbook import ROOT, run_playbook
 from ansible_collections.ascendai.vllm.tests.unit.plugins.test_support.fake_vllm import FakeVllm
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 KEY = "Gen3rated0Key0On0The0Node0abcdefghijklmnopq"
 
 
@@ -29,13 +28,9 @@ def test_bench_reads_the_generated_key_from_the_node(tmp_path):
                  "vllm_service_config_dir": str(confdir), "bench_base_url": fake.base_url, "bench_model": "tiny",
                  "bench_requests": 2, "bench_concurrency": 1, "bench_output_len": 4, "bench_vllm_serve": False,
                  "bench_timeout": 30, "bench_report_dir": str(tmp_path / "reports")}
-        (tmp_path / "vars.json").write_text(json.dumps(extra))
-        env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
-                   ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
-        playbook = os.environ.get("ASCENDAI_TEST_BENCH", os.path.join(ROOT, "playbooks", "bench.yml"))
-        proc = subprocess.run([PLAYBOOK, "-v", "-i", "localhost,", "-e", "bench_hosts=localhost",
-                               "-e", f"@{tmp_path / 'vars.json'}", playbook],
-                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+        playbook = pathlib.Path(os.environ.get("ASCENDAI_TEST_BENCH", os.path.join(ROOT, "playbooks", "bench.yml")))
+        proc = run_playbook(tmp_path, playbook, dict(extra, bench_hosts="localhost"), timeout=300, connection=None,
+                            args=["-v"], cwd=ROOT)
         sent = list(fake.headers)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out

@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
+import pathlib
 import sys
 
 import pytest
 import yaml
 
+from ansible_collections.ascendai.vllm.tests.integration.test_support.playbook import PLAYBOOK, ROOT, run_playbook
 from ansible_collections.ascendai.vllm.tests.unit.plugins.test_support.fake_vllm import FakeVllm
-
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 
 
 def _run_bench(tmp_path, group_vars, host_vars=None, extra=None):
@@ -35,13 +33,8 @@ def _run_bench(tmp_path, group_vars, host_vars=None, extra=None):
     (inventory / "group_vars" / "ascend.yml").write_text(yaml.safe_dump(group_vars))
     if host_vars:
         (inventory / "host_vars" / "localhost.yml").write_text(yaml.safe_dump(host_vars))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
-               ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0")
-    argv = [PLAYBOOK, "-i", str(inventory), os.path.join(ROOT, "playbooks", "bench.yml")]
-    for key, value in (extra or {}).items():
-        argv += ["-e", f"{key}={value}"]
-    proc = subprocess.run(argv, cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=300,
-                          check=False)
+    proc = run_playbook(tmp_path, pathlib.Path(ROOT, "playbooks", "bench.yml"), extra, timeout=300,
+                        inventory=inventory, connection=None)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     reports = list((tmp_path / "reports").rglob("openai-probe.json"))

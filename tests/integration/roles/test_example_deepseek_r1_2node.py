@@ -8,8 +8,8 @@ connection, a stand-in venv Python that reports vLLM 0.23.0 and vllm-ascend 0.23
 capacity plan (W8A8 fits, BF16 does not, KV tokens per NPU reported), the per-release option check of vLLM 0.23.0
 (the vllm_config filter), the rendered ``--config`` file and environment (checked against vllm-ascend 0.23.0's
 switches). The rendered file is parsed by vLLM 0.23.0's own CLI parser (its sdist, tests/unit/fixtures/vllm-releases,
-with the option table tools/vllm_release_facts.py generated from it) as the start script runs it, and compared with
-the tutorial's command parsed by the same parser; the environment with the tutorial's exports. The start order: the
+with the option table tools/generate/vllm_release_facts.py generated from it) as the start script runs it, and compared
+with the tutorial's command parsed by the same parser; the environment with the tutorial's exports. The start order: the
 headless node first, since site.yml serves one node at a time.
 """
 
@@ -27,11 +27,11 @@ import textwrap
 import pytest
 import yaml
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+from ansible_collections.ascendai.vllm.tests.integration.test_support.playbook import BIN, ROOT, run_playbook
+
 INVENTORY = os.path.join(ROOT, "inventories", "example-deepseek-r1-2node")
 TUTORIAL = os.path.join(ROOT, "tests", "unit", "fixtures", "vllm-ascend-tutorials", "DeepSeek-R1-v0.23.0-{}.sh")
-BIN = os.path.dirname(sys.executable)
-# vllm-ascend v0.23.0 runs on vLLM 0.23.0 (plugins/module_utils/compat_matrix.py).
+# vllm-ascend v0.23.0 runs on vLLM 0.23.0 (plugins/module_utils/_compat_matrix.py).
 VLLM_ASCEND = "0.23.0"
 VLLM = "0.23.0"
 ADDRESSES = {"r1-node0": "192.168.10.11", "r1-node1": "192.168.10.12"}
@@ -81,7 +81,7 @@ _PLAY = textwrap.dedent("""\
     """)
 
 
-def _playbook(tmp_path, *extra, releases=(("vllm", VLLM), ("vllm-ascend", VLLM_ASCEND))):
+def _playbook(tmp_path, *args, overrides=None, releases=(("vllm", VLLM), ("vllm-ascend", VLLM_ASCEND))):
     venv = tmp_path / "venv" / "bin"
     venv.mkdir(parents=True)
     python = venv / "python"
@@ -97,20 +97,12 @@ def _playbook(tmp_path, *extra, releases=(("vllm", VLLM), ("vllm-ascend", VLLM_A
     model = tmp_path / "DeepSeek-R1-W8A8"
     model.mkdir()
     (model / "config.json").write_text(json.dumps(R1_CONFIG))
-    play = tmp_path / "play.yml"
-    play.write_text(_PLAY)
     out = tmp_path / "out"
     out.mkdir()
-    variables = tmp_path / "vars.json"
-    # not -e ansible_python_interpreter: extra vars outrank the task's, and the venv's module would run under this one
-    variables.write_text(json.dumps({"ansible_connection": "local",
-                                     "vllm_service_venv": str(tmp_path / "venv"),
-                                     "vllm_service_model_path": str(model), "out_dir": str(out)}))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
-               ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_HOST_KEY_CHECKING="0",
-               ANSIBLE_PYTHON_INTERPRETER=sys.executable)
-    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", INVENTORY, str(play), "-e", f"@{variables}",
-                           *extra], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    variables = {"ansible_connection": "local", "vllm_service_venv": str(tmp_path / "venv"),
+                 "vllm_service_model_path": str(model), "out_dir": str(out), **(overrides or {})}
+    proc = run_playbook(tmp_path, _PLAY, variables, inventory=INVENTORY, connection=None, args=args, cwd=ROOT,
+                        env={"ANSIBLE_HOST_KEY_CHECKING": "0"})
     return proc, out, str(model)
 
 
@@ -180,11 +172,9 @@ def test_preflight_plans_w8a8_fitting_and_reports_kv_tokens(rendered):
 
 
 def test_preflight_refuses_the_same_recipe_in_bf16(tmp_path):
-    bf16 = tmp_path / "bf16.json"
-    bf16.write_text(json.dumps({"vllm_service_options": {"tensor_parallel_size": 4, "data_parallel_size": 4,
-                                                         "max_model_len": 16384, "max_num_seqs": 16,
-                                                         "gpu_memory_utilization": 0.92}}))
-    proc, _out, _model = _playbook(tmp_path, "--limit", "r1-node0", "-e", f"@{bf16}")
+    bf16 = {"vllm_service_options": {"tensor_parallel_size": 4, "data_parallel_size": 4, "max_model_len": 16384,
+                                     "max_num_seqs": 16, "gpu_memory_utilization": 0.92}}
+    proc, _out, _model = _playbook(tmp_path, "--limit", "r1-node0", overrides=bf16)
     assert proc.returncode != 0
     assert "does not fit" in proc.stdout and "weights need 85.5 GiB per NPU" in proc.stdout
 
@@ -195,14 +185,10 @@ def test_the_headless_node_is_served_first(tmp_path):
     with open(os.path.join(ROOT, "playbooks", "site.yml"), encoding="utf-8") as handle:
         serve = [p for p in yaml.safe_load(handle) if p.get("name", "").startswith("Serve it")]
     assert len(serve) == 1 and "vllm_service" in serve[0]["roles"][0]["role"]
-    probe = tmp_path / "order.yml"
-    probe.write_text(yaml.safe_dump([{"name": "Order", "hosts": serve[0]["hosts"], "serial": serve[0]["serial"],
-                                      "gather_facts": False,
-                                      "tasks": [{"name": "Host", "ansible.builtin.debug": {"msg": "x"}}]}]))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"), ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", INVENTORY, str(probe), "-e",
-                           "ansible_connection=local"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
+    probe = [{"name": "Order", "hosts": serve[0]["hosts"], "serial": serve[0]["serial"], "gather_facts": False,
+              "tasks": [{"name": "Host", "ansible.builtin.debug": {"msg": "x"}}]}]
+    proc = run_playbook(tmp_path, probe, {"ansible_connection": "local"}, timeout=300, inventory=INVENTORY,
+                        connection=None, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # serial 1: one batch per host, in inventory order
     assert re.findall(r"^ok: \[(r1-node\d)\]", proc.stdout, re.M) == ["r1-node1", "r1-node0"]
@@ -218,7 +204,7 @@ def test_the_inventory_pins_the_tutorials_release():
                               env=env, capture_output=True, text=True, timeout=120, check=True)
         assert json.loads(proc.stdout)["vllm_ascend_version"] == "0.23.0", host
     assert os.path.exists(TUTORIAL.format("node0")) and "v0.23.0" in TUTORIAL
-    from ansible_collections.ascendai.vllm.plugins.module_utils import compat_matrix  # noqa: PLC0415
+    from ansible_collections.ascendai.vllm.plugins.module_utils import _compat_matrix as compat_matrix  # noqa: PLC0415
     row = next(r for r in compat_matrix.all_rows() if r["vllm_ascend"] == "0.23.0")
     assert row["vllm_versions"] == [VLLM]
 

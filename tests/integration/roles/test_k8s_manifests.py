@@ -21,8 +21,6 @@ import socket
 import stat
 import string
 import subprocess
-import sys
-import textwrap
 import threading
 import time
 
@@ -32,12 +30,11 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.ascendai.vllm.plugins.filter.nginx_bearer_regex import nginx_bearer_regex
-from ansible_collections.ascendai.vllm.plugins.module_utils.service_env import service_env
+from ansible_collections.ascendai.vllm.plugins.module_utils._service_env import service_env
 from ansible_collections.ascendai.vllm.plugins.filter.compat_stack import compat_stack
-from ansible_collections.ascendai.vllm.plugins.module_utils.vllm_options import render_config
+from ansible_collections.ascendai.vllm.plugins.module_utils._vllm_options import render_config
+from ansible_collections.ascendai.vllm.tests.integration.test_support.playbook import ROOT, run_playbook
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 # Oldest and newest Kubernetes the schemas cover that clusters with the Ascend device plugin run.
 K8S_VERSIONS = ("1.28.0", kubernetes_validate.latest_version())
 
@@ -123,21 +120,11 @@ SCENARIOS = {
 
 def _start(tmp, name, extra):
     dest = tmp / name
-    varfile = tmp / f"{name}.json"
-    varfile.write_text(json.dumps(dict(extra, k8s_manifests_dest=str(dest), ansible_python_interpreter=sys.executable)))
-    play = tmp / "play.yml"
-    play.write_text(textwrap.dedent("""\
-        - name: Render the manifests
-          hosts: localhost
-          connection: local
-          gather_facts: false
-          roles:
-            - role: ascendai.vllm.k8s_manifests
-        """))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
-               ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
-    proc = subprocess.Popen([PLAYBOOK, "-i", "localhost,", str(play), "-e", f"@{varfile}"], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    work = tmp / f"{name}.run"
+    work.mkdir()
+    play = [{"name": "Render the manifests", "hosts": "localhost", "gather_facts": False,
+             "roles": [{"role": "ascendai.vllm.k8s_manifests"}]}]
+    proc = run_playbook(work, play, dict(extra, k8s_manifests_dest=str(dest)), cwd=ROOT, background=True)
     return dest, proc
 
 

@@ -24,7 +24,7 @@ def _check(tmp_path, flavour, dp):
     model.mkdir()
     (model / "config.json").write_text(json.dumps(make_tiny_v3_model.CONFIG))
     play = [{"hosts": "localhost", "gather_facts": False,
-             "vars": {"vllm_flavour": flavour, "model_serve_path": str(model), "_model_present": True,
+             "vars": {"model_vllm_flavour": flavour, "model_serve_path": str(model), "_model_present": True,
                       "model_vllm_python": str(tmp_path / "no-venv" / "python"), "model_serve_quantization": "",
                       "model_data_parallel_size": dp},
              "tasks": [{"ansible.builtin.include_role": {"name": "ascendai.vllm.model", "tasks_from": "check"}}]}]

@@ -6,7 +6,7 @@ The role's quantize tasks run for real (ansible-playbook, local connection) agai
 Python: it answers the vllm-ascend version and ``import msmodelslim``, and when it runs the tool's script it
 records its arguments, working directory and environment and writes ``quant_model_description.json`` where the
 script's output option says, as msModelSlim does. Expected commands: each release's quantization guide
-(tests/unit/fixtures/quant-tools/guides.json).
+(plugins/module_utils/_generated/quant_guides.py).
 """
 
 from __future__ import annotations
@@ -16,14 +16,11 @@ import grp
 import json
 import os
 import re
-import subprocess
 import sys
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-COLLECTIONS = os.path.join(ROOT, ".cache", "collections")
-PLAYBOOK = os.path.join(ROOT, ".venv", "bin", "ansible-playbook")
+from ansible_collections.ascendai.vllm.tests.integration.test_support.playbook import PLAYBOOK, run_playbook
 
 FAKE_PYTHON = r'''#!/bin/sh
 if [ "$1" = "-c" ]; then
@@ -79,18 +76,13 @@ def run_quantize(tmp_path, version, tool_installed=True, extra=None, config=None
                  "model_quant_clone_dir": str(clone), "model_owner": getpass.getuser(),
                  "model_group": grp.getgrgid(os.getgid()).gr_name}
     role_vars.update(extra or {})
-    play = tmp_path / "play.yml"
-    play.write_text(json.dumps([{
+    out = run_playbook(tmp_path, [{
         "name": "quantize", "hosts": "localhost", "gather_facts": False,
         "vars": {"ansible_python_interpreter": sys.executable},
         "tasks": [{"name": "Quantize",
                    "ansible.builtin.include_role": {"name": "ascendai.vllm.model", "tasks_from": "quantize"},
                    "vars": role_vars}],
-    }]))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1",
-               ANSIBLE_LOCALHOST_WARNING="0")
-    out = subprocess.run([PLAYBOOK, "-i", "localhost,", "-c", "local", str(play)], capture_output=True, text=True,
-                         env=env, cwd=str(tmp_path), check=False)
+    }])
     record = json.loads(log.read_text()) if log.exists() else None
     dirs = {"clone": str(clone), "model": str(model), "save": str(tmp_path / "models" / "m-w8a8.partial")}
     return out.returncode, out.stdout + out.stderr, record, dirs

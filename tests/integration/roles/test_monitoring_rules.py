@@ -1,6 +1,7 @@
 """The monitoring role's alert rules and dashboard, checked by Prometheus' own promtool.
 
-The rules template is rendered with the role's defaults (as Ansible would: trim_blocks), then
+The rules template is rendered by Ansible's template module over the role's defaults (one ansible-playbook run for
+the module), then
 ``promtool check rules`` validates it and ``promtool test rules`` feeds it series and reads which alerts fire.
 Every dashboard query is checked as PromQL the same way. Skipped only where promtool is not installed
 (Debian: apt-get install prometheus).
@@ -13,29 +14,31 @@ import os
 import shutil
 import subprocess
 
-import jinja2
 import pytest
 import yaml
 
-ROLE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles", "monitoring")
+from ansible_collections.ascendai.vllm.tests.integration.test_support.playbook import ROOT, render_templates
+
+ROLE = os.path.join(ROOT, "roles", "monitoring")
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool (Debian package prometheus) not installed")
 
 
-def _defaults(**override):
-    with open(os.path.join(ROLE, "defaults", "main.yml")) as handle:
-        values = yaml.safe_load(handle)
-    values.update(override)
-    values["ansible_managed"] = "Ansible managed"
-    return values
+RULES = os.path.join(ROLE, "templates", "ascendai-vllm.rules.yml.j2")
+RENDERED = {
+    "rules": (RULES, {}),
+    "rules-ttft-1.5": (RULES, {"monitoring_alert_ttft_p99_seconds": 1.5}),
+    "rules-ttft-10": (RULES, {"monitoring_alert_ttft_p99_seconds": 10}),
+    "datasources": (os.path.join(ROLE, "templates", "grafana-datasources.yml.j2"), {
+        "_monitoring_grafana_datasource_uid": "x", "monitoring_grafana_prometheus_url": "",
+        "_monitoring_prometheus_url": "http://127.0.0.1:9090"}),
+}
 
 
-def render(name, **override):
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(ROLE, "templates")), trim_blocks=True,
-                             undefined=jinja2.StrictUndefined)
-    env.filters["comment"] = lambda text: "#\n# " + text + "\n#"
-    env.filters["to_json"] = json.dumps
-    return env.get_template(name).render(**_defaults(**override))
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    return render_templates(tmp_path_factory.mktemp("monitoring"), RENDERED,
+                            vars_files=[os.path.join(ROLE, "defaults", "main.yml")])
 
 
 def promtool(*args, cwd=None):
@@ -43,8 +46,8 @@ def promtool(*args, cwd=None):
                           universal_newlines=True, check=False)
 
 
-def test_rules_render_with_the_thresholds():
-    rules = yaml.safe_load(render("ascendai-vllm.rules.yml.j2", monitoring_alert_ttft_p99_seconds=1.5))
+def test_rules_render_with_the_thresholds(rendered):
+    rules = yaml.safe_load(rendered["rules-ttft-1.5"])
     alerts = {r["alert"]: r for g in rules["groups"] for r in g["rules"]}
     assert {"AscendNpuUnhealthy", "AscendNpuHbmHigh", "AscendNpuLinkDown", "VllmTimeToFirstTokenP99High",
             "VllmRequestsWaiting", "VllmDown"} <= set(alerts)
@@ -56,8 +59,8 @@ def test_rules_render_with_the_thresholds():
 
 
 @needs_promtool
-def test_promtool_checks_the_rules(tmp_path):
-    (tmp_path / "rules.yml").write_text(render("ascendai-vllm.rules.yml.j2"))
+def test_promtool_checks_the_rules(tmp_path, rendered):
+    (tmp_path / "rules.yml").write_text(rendered["rules"])
     proc = promtool("check", "rules", str(tmp_path / "rules.yml"))
     assert proc.returncode == 0, proc.stdout
     assert "SUCCESS: 12 rules found" in proc.stdout
@@ -95,8 +98,8 @@ def _firing(names_labels):
 
 
 @needs_promtool
-def test_promtool_fires_the_right_alerts(tmp_path):
-    (tmp_path / "rules.yml").write_text(render("ascendai-vllm.rules.yml.j2"))
+def test_promtool_fires_the_right_alerts(tmp_path, rendered):
+    (tmp_path / "rules.yml").write_text(rendered["rules"])
     test = {
         "rule_files": ["rules.yml"],
         "evaluation_interval": "15s",
@@ -131,8 +134,8 @@ def test_promtool_fires_the_right_alerts(tmp_path):
 
 
 @needs_promtool
-def test_higher_slo_silences_the_ttft_alert(tmp_path):
-    (tmp_path / "rules.yml").write_text(render("ascendai-vllm.rules.yml.j2", monitoring_alert_ttft_p99_seconds=10))
+def test_higher_slo_silences_the_ttft_alert(tmp_path, rendered):
+    (tmp_path / "rules.yml").write_text(rendered["rules-ttft-10"])
     test = {"rule_files": ["rules.yml"], "evaluation_interval": "15s", "tests": [{
         "interval": "15s",
         "input_series": [{"series": s, "values": v} for s, v in SERIES if "time_to_first" in s],
@@ -148,7 +151,7 @@ def _dashboard():
         return json.load(handle)
 
 
-def test_dashboard_has_npu_and_vllm_panels_with_p99():
+def test_dashboard_has_npu_and_vllm_panels_with_p99(rendered):
     dash = _dashboard()
     exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
     assert any(e.startswith("histogram_quantile(0.99") and "time_to_first_token" in e for e in exprs)
@@ -157,9 +160,7 @@ def test_dashboard_has_npu_and_vllm_panels_with_p99():
         assert any(metric in e for e in exprs), metric
     uids = {p["datasource"]["uid"] for p in dash["panels"] if "datasource" in p}
     assert uids == {"ascendai-prometheus"}
-    datasource = yaml.safe_load(render("grafana-datasources.yml.j2", _monitoring_grafana_datasource_uid="x",
-                                       monitoring_grafana_prometheus_url="",
-                                       _monitoring_prometheus_url="http://127.0.0.1:9090"))
+    datasource = yaml.safe_load(rendered["datasources"])
     assert datasource["datasources"][0]["url"] == "http://127.0.0.1:9090"
 
 

@@ -1,7 +1,7 @@
 """The ascend bundle for Kunpeng, built for real from PyPI by playbooks/download.yml (the `bundle` stage).
 
 This downloads the aarch64 set of vllm-ascend's compatibility row (about 500 MB for the default row) and so
-runs under the marker bundle (tools/test.sh bundle). ASCENDAI_BUNDLE_VLLM_ASCEND picks another
+runs under the marker bundle (.ci/run bundle). ASCENDAI_BUNDLE_VLLM_ASCEND picks another
 row (default: the role's own default), ASCENDAI_BUNDLE_DIR the folder (default .cache/bundle-ascend, kept
 between runs: a re-run downloads nothing).
 
@@ -17,21 +17,23 @@ What it proves, without CANN or an aarch64 machine:
 from __future__ import annotations
 
 import hashlib
-import json
 import os
+import pathlib
 import re
 import subprocess
 import sys
 
 import pytest
 import yaml
-from ansible_collections.ascendai.vllm.plugins.module_utils import compat_matrix as cm
+from ansible_collections.ascendai.vllm.plugins.module_utils import _compat_matrix as cm
 from packaging.tags import compatible_tags, cpython_tags
 from packaging.utils import parse_sdist_filename, parse_wheel_filename
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-BIN = os.path.join(ROOT, ".venv", "bin")
-pytestmark = pytest.mark.bundle  # deselected unless -m bundle (tools/test.sh bundle)
+from ansible_collections.ascendai.vllm.tests.integration.test_support.playbook import (
+    BIN, ROOT, changed_count, run_playbook,
+)
+
+pytestmark = pytest.mark.bundle  # deselected unless -m bundle (.ci/run bundle)
 
 with open(os.path.join(ROOT, "roles", "offline_bundle", "defaults", "main.yml"), encoding="utf-8") as _handle:
     DEFAULTS = yaml.safe_load(_handle)
@@ -46,23 +48,21 @@ WHEELS = os.path.join(BUNDLE, "wheels", TARGET["name"])
 WORK = os.path.join(BUNDLE, ".work")
 
 
-def run_download():
+def run_download(tmp_path):
     extra = {"offline_bundle_dir": BUNDLE, "offline_bundle_python_tarballs": False,
              "offline_bundle_vllm_ascend_version": VLLM_ASCEND, "offline_bundle_uv": os.path.join(BIN, "uv")}
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
-               ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0")
-    out = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", "localhost,",
-                          os.path.join(ROOT, "playbooks", "download.yml"), "-e", json.dumps(extra)],
-                         capture_output=True, text=True, env=env, cwd=ROOT, check=False)
-    assert out.returncode == 0, out.stdout[-5000:] + out.stderr[-2000:]
-    recap = re.search(r"localhost\s+:\s+ok=\d+\s+changed=(\d+)\s+unreachable=0\s+failed=0", out.stdout)
-    assert recap, out.stdout[-2000:]
-    return int(recap.group(1)), out.stdout
+    out = run_playbook(tmp_path, pathlib.Path(ROOT, "playbooks", "download.yml"), extra, connection=None, cwd=ROOT)
+    if out.returncode != 0:
+        # pip's download lists run to thousands of lines: show the failed task itself, then the end
+        failed = out.stdout.find("fatal: [")
+        pytest.fail(("the failed task:\n" + out.stdout[max(0, failed - 600):failed + 3000] if failed >= 0 else "")
+                    + "\n...\n" + out.stdout[-1500:] + out.stderr[-2000:], pytrace=False)
+    return changed_count(out), out.stdout
 
 
 @pytest.fixture(scope="module")
-def first_run():
-    return run_download()
+def first_run(tmp_path_factory):
+    return run_download(tmp_path_factory.mktemp("download"))
 
 
 def target_tags():
@@ -174,8 +174,8 @@ def test_manifest_matches_the_files(first_run):
         assert sha.hexdigest() == digest, path
 
 
-def test_a_second_run_changes_nothing(first_run):
-    changed, stdout = run_download()
+def test_a_second_run_changes_nothing(first_run, tmp_path):
+    changed, stdout = run_download(tmp_path)
     assert changed == 0, stdout[-4000:]
     assert "Saved " not in stdout
     total = sum(os.path.getsize(os.path.join(WHEELS, n)) for n in os.listdir(WHEELS))

@@ -104,7 +104,7 @@ def test_a_file_changed_against_its_listed_checksum_is_refused(tmp_path):
 
 
 @pytest.mark.skipif(not glob.glob(os.path.join(ROOT, ".cache", "awx", "ansible-13.8.0-py3-none-any.whl")),
-                    reason="the ansible 13.8.0 wheel is not in .cache/awx (tools/awx-collection.sh downloads it)")
+                    reason="the ansible 13.8.0 wheel is not in .cache/awx (tools/ci/awx-collection.sh downloads it)")
 def test_the_real_ansible_13_8_0_wheel(tmp_path):
     wheel = glob.glob(os.path.join(ROOT, ".cache", "awx", "ansible-13.8.0-py3-none-any.whl"))[0]
     result = _run(wheel, str(tmp_path / "out"))

@@ -3,32 +3,24 @@ wheels is refused before anything is downloaded, naming the row that would insta
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-PLAYBOOK = os.path.join(ROOT, ".venv", "bin", "ansible-playbook")
+from ansible_collections.ascendai.vllm.tests.integration.test_support.playbook import BIN, PLAYBOOK, run_playbook
 
 
 def run_preflight(tmp_path, vllm_ascend, platform, **role_vars):
     target = {"name": "aarch64", "flavour": "ascend", "platforms": [platform],
               "uv_platform": "aarch64-" + platform.rsplit("_", 1)[0], "python_version": "3.11"}
-    play = tmp_path / "play.yml"
-    play.write_text(json.dumps([{
+    return run_playbook(tmp_path, [{
         "name": "bundle preflight", "hosts": "localhost", "gather_facts": False,
         "vars": {"ansible_python_interpreter": sys.executable},
         "roles": [{"role": "ascendai.vllm.offline_bundle", "offline_bundle_vllm_ascend_version": vllm_ascend,
                    "offline_bundle_targets": [target], "offline_bundle_dir": str(tmp_path / "bundle"),
-                   "offline_bundle_uv": os.path.join(ROOT, ".venv", "bin", "uv"), **role_vars}],
-    }]))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
-               ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0")
-    return subprocess.run([PLAYBOOK, "-i", "localhost,", "-c", "local", "--tags", "offline_bundle_preflight",
-                           str(play)], capture_output=True, text=True, env=env, cwd=str(tmp_path), check=False)
+                   "offline_bundle_uv": os.path.join(BIN, "uv"), **role_vars}],
+    }], args=["--tags", "offline_bundle_preflight"])
 
 
 @pytest.mark.skipif(not os.path.exists(PLAYBOOK), reason="the toolchain venv has no ansible-playbook")

@@ -1,8 +1,8 @@
 """Which os_prep vars file a host picks, from the real /etc/os-release of Kylin V10 SP2, openEuler 22.03, Ubuntu 22.04.
 
 The facts come from ansible-core's own distribution fact code (ansible.module_utils.facts.system.distribution) run on
-a temp root that holds only that os-release; the first_found candidates and the support-matrix check are rendered
-from roles/os_prep exactly as written there.
+a temp root that holds only that os-release; the first_found candidates and the support-matrix check are templated
+from roles/os_prep exactly as written there, by Ansible's own template engine.
 """
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ import os
 import re
 import sys
 
-import jinja2
 import pytest
 import yaml
 from ansible.module_utils import distro as ansible_distro
 from ansible.module_utils.facts.system import distribution as dist_mod
+
+from ansible_collections.ascendai.vllm.tests.integration.test_support.playbook import template_text
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 ROLE = os.path.join(ROOT, "roles", "os_prep")
@@ -102,9 +103,12 @@ def role_yaml(*parts):
 
 
 def render(template, facts, extra=None):
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    env.filters["regex_escape"] = re.escape
-    return env.from_string(template).render(ansible_facts=facts, **(extra or {}))
+    return template_text(template, dict(extra or {}, ansible_facts=facts))
+
+
+def _data(value):
+    """A templated expression's value: Ansible gives native types; text (a Jinja loop's output) is YAML."""
+    return yaml.safe_load(value) if isinstance(value, str) else value
 
 
 def first_found_candidates(facts):
@@ -170,21 +174,18 @@ def _tuning_task(name):
 
 
 def _sysctl_conf(root, sysctl):
-    """tasks/tuning.yml's stat loop and set_fact, then templates/sysctl.conf.j2, rendered as written."""
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True, keep_trailing_newline=True)
-    env.filters["dict2items"] = lambda d: [{"key": k, "value": v} for k, v in d.items()]
-    env.filters["comment"] = lambda text: "# " + text
+    """tasks/tuning.yml's stat loop and set_fact, then templates/sysctl.conf.j2, templated as written."""
     look = _tuning_task("Look for each kernel parameter")
-    items = env.from_string(look["loop"]).render(os_prep_sysctl=sysctl)
+    items = _data(template_text(look["loop"], {"os_prep_sysctl": sysctl}))
     results = []
-    for item in yaml.safe_load(items.replace("'", '"')):
-        path = env.from_string(look["ansible.builtin.stat"]["path"]).render(item=item)
+    for item in items:
+        path = template_text(look["ansible.builtin.stat"]["path"], {"item": item})
         results.append({"item": item, "stat": {"exists": os.path.exists(os.path.join(str(root), path.lstrip("/")))}})
     note = _tuning_task("Note the parameters")["ansible.builtin.set_fact"]
-    facts = {k: yaml.safe_load(env.from_string(v).render(_os_prep_sysctl_keys={"results": results}).replace("'", '"'))
-             for k, v in note.items()}
+    facts = {k: _data(template_text(v, {"_os_prep_sysctl_keys": {"results": results}})) for k, v in note.items()}
     with open(os.path.join(ROLE, "templates", "sysctl.conf.j2")) as handle:
-        text = env.from_string(handle.read()).render(os_prep_sysctl=sysctl, ansible_managed="Ansible managed", **facts)
+        text = template_text(handle.read(), dict(facts, os_prep_sysctl=sysctl, ansible_managed="Ansible managed"),
+                             file=True)
     return text, facts
 
 
@@ -211,14 +212,12 @@ def test_sysctl_keeps_every_key_a_5_10_kernel_has(tmp_path):
 # --- preflight: the driver's build packages on dnf systems ------------------------------------------------------
 
 def _build_check(results, kernel="5.10.0-60.18.0.50.oe2203.aarch64"):
-    """tasks/preflight.yml's missing list and message, rendered as written."""
+    """tasks/preflight.yml's missing list and message, templated as written."""
     task = [t for t in role_yaml("tasks", "preflight.yml") if t["name"].startswith("Stop when a build package")][0]
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    env.tests["defined"] = lambda value: not isinstance(value, jinja2.Undefined)
-    missing = yaml.safe_load(env.from_string(task["vars"]["_os_prep_build_missing"]).render(
-        _os_prep_build_pkgs={"results": results}).replace("'", '"'))
-    msg = env.from_string(task["ansible.builtin.fail"]["msg"]).render(
-        _os_prep_build_missing=missing, inventory_hostname="node1", ansible_facts={"kernel": kernel})
+    missing = _data(template_text(task["vars"]["_os_prep_build_missing"],
+                                  {"_os_prep_build_pkgs": {"results": results}}))
+    msg = template_text(task["ansible.builtin.fail"]["msg"], {
+        "_os_prep_build_missing": missing, "inventory_hostname": "node1", "ansible_facts": {"kernel": kernel}})
     return missing, msg
 
 

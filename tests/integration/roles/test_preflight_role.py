@@ -10,14 +10,13 @@ table is printed and the host fails only on what group_vars ask of it. Before th
 from __future__ import annotations
 
 import os
-import subprocess
+import pathlib
 import sys
 
 import pytest
 import yaml
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+from ansible_collections.ascendai.vllm.tests.integration.test_support.playbook import PLAYBOOK, ROOT, run_playbook
 
 
 def _run(tmp_path, group_vars):
@@ -29,10 +28,8 @@ def _run(tmp_path, group_vars):
         "ansible_become_method": "ansible.builtin.su"}}}}))
     (inventory / "group_vars" / "ascend.yml").write_text(yaml.safe_dump(dict(
         group_vars, preflight_model_dir=str(tmp_path / "models"))))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
-               ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0")
-    proc = subprocess.run([PLAYBOOK, "--check", "-i", str(inventory), os.path.join(ROOT, "playbooks", "preflight.yml")],
-                          cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=600, check=False)
+    proc = run_playbook(tmp_path, pathlib.Path(ROOT, "playbooks", "preflight.yml"), inventory=inventory,
+                        connection=None, args=["--check"])
     return proc.returncode, proc.stdout + proc.stderr
 
 

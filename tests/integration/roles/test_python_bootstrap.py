@@ -1,12 +1,11 @@
 """The bootstrap (playbooks/bootstrap.yml) on a node without python3, over the docker connection, with the bundle as a
 directory on the controller (ascendai_bundle_dir): the self-unpacking script path. The bundle-URL path (curl on the
-node) runs in Molecule kylin_v10. Needs Docker and the base image (tools/test.sh integration has both in CI);
+node) runs in Molecule kylin_v10. Needs Docker and the base image (.ci/run integration has both in CI);
 skipped, saying so, without them."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -15,18 +14,20 @@ import sys
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+from ansible_collections.ascendai.vllm.tests.integration.test_support.playbook import (
+    COLLECTIONS, ROOT, changed_count, run_playbook,
+)
 
 
 def _base_image():
     if not shutil.which("docker"):
-        return None, "docker is not installed (tools/test.sh integration runs with it)"
+        return None, "docker is not installed (.ci/run integration runs with it)"
     proc = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}", "ascendai-vllm-base"],
                           capture_output=True, text=True, check=False, timeout=60)
     if proc.returncode != 0:
         return None, f"docker does not answer: {proc.stderr.strip()[:200]}"
     images = proc.stdout.split()
-    return (images[0], "") if images else (None, "no ascendai-vllm-base image (tools/sandbox-host.sh builds it)")
+    return (images[0], "") if images else (None, "no ascendai-vllm-base image (tools/sandbox/host.sh builds it)")
 
 
 @pytest.fixture(scope="module")
@@ -56,23 +57,14 @@ def _run(tmp_path, node, bundle_dir, version, release, *extra):
     inventory = {"all": {"children": {"ascend": {"hosts": {node: {
         "ansible_connection": "community.docker.docker", "ascendai_bundle_dir": str(bundle_dir),
         "python_runtime_tarball_version": version, "python_runtime_tarball_release": release}}}}}}
-    (tmp_path / "hosts.json").write_text(json.dumps(inventory))
     play = [{"ansible.builtin.import_playbook": os.path.join(ROOT, "playbooks", "bootstrap.yml")},
             {"name": "A later play", "hosts": "ascend", "gather_facts": True, "tasks": [
                 {"name": "Show the interpreter", "ansible.builtin.debug": {
                     "msg": "INTERPRETER={{ ansible_facts['python']['executable'] }}"}}]}]
-    (tmp_path / "play.yml").write_text(json.dumps(play))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections") + ":"
-               + os.path.join(ROOT, ".ansible", "collections"), ANSIBLE_NOCOLOR="1")
-    return subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i",
-                           str(tmp_path / "hosts.json"), str(tmp_path / "play.yml"), *extra],
-                          capture_output=True, text=True, check=False, env=env, timeout=600, cwd=str(tmp_path))
-
-
-def _changed(proc, node):
-    match = re.search(re.escape(node) + r"\s+:\s+ok=\d+\s+changed=(\d+)\s+unreachable=0\s+failed=0", proc.stdout)
-    assert match, proc.stdout[-4000:] + proc.stderr[-2000:]
-    return int(match.group(1))
+    # the node's own Python (python=None), found by the bootstrap; community.docker from ansible-galaxy's folder
+    return run_playbook(tmp_path, play, inventory=inventory, connection=None, args=extra, python=None,
+                        env={"ANSIBLE_COLLECTIONS_PATH": COLLECTIONS + ":" + os.path.join(ROOT, ".ansible",
+                                                                                          "collections")})
 
 
 def test_a_node_without_python3_gets_the_bundles_cpython_once(tmp_path, bundle):
@@ -85,12 +77,12 @@ def test_a_node_without_python3_gets_the_bundles_cpython_once(tmp_path, bundle):
     try:
         first = _run(tmp_path, node, bundle_dir, version, release)
         assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
-        assert _changed(first, node) == 1  # the unpack, nothing else
+        assert changed_count(first, node) == 1  # the unpack, nothing else
         assert f"no python3 at /usr/bin/python3 (needs 3.8 or later); installing the bundle's CPython as {home}" \
             in " ".join(first.stdout.split())
         assert f"INTERPRETER={home}/bin/python" in first.stdout
         again = _run(tmp_path, node, bundle_dir, version, release)
-        assert _changed(again, node) == 0
+        assert changed_count(again, node) == 0
         assert f"using {home}/bin/python" in " ".join(again.stdout.split())
         # a damaged tarball is refused before anything is unpacked
         other = tmp_path / "bad"

@@ -3,12 +3,12 @@
 """What the roles write into systemd files, read back by systemd itself.
 
 The environment files and units of vllm_service and ray_cluster are rendered from the roles' own templates and
-handed to systemd 252 running as PID 1 in the sandbox's base image (Debian 12, tools/sandbox-host.sh): the
+handed to systemd 252 running as PID 1 in the sandbox's base image (Debian 12, tools/sandbox/host.sh): the
 environment through ``systemd-run -p EnvironmentFile=... env -0``, the unit settings through D-Bus after a
 daemon-reload. Every generated value either comes back byte for byte or is refused before it is written. No copy
 of systemd's rules is used to check the result.
 
-Needs Docker and the base image (tools/test.sh integration has both in CI); skipped, saying so, without them.
+Needs Docker and the base image (.ci/run integration has both in CI); skipped, saying so, without them.
 The checks that run no systemd (start script quoting, the roles' preflight) run everywhere.
 """
 
@@ -17,11 +17,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
-import sys
-import textwrap
 import time
 import uuid
 
@@ -29,12 +26,13 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from jinja2 import Environment
 
 from ansible_collections.ascendai.vllm.plugins.filter.systemd_quote import systemd_quote
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+from ansible_collections.ascendai.vllm.tests.integration.test_support.playbook import (
+    ROOT, render_templates, run_playbook, template_text,
+)
+
 TEMPLATES = {
     "vllm.env": ("vllm_service", "vllm.env.j2"),
     "vllm.service": ("vllm_service", "vllm.service.j2"),
@@ -46,21 +44,13 @@ TEMPLATES = {
 KEPT_KEY_RE = re.compile(r"^VLLM_API_KEY=([!-~]+)$", re.MULTILINE)
 
 
-def _combine(a, b):
-    out = dict(a)
-    out.update(b)
-    return out
-
-
 def render(which, **variables):
+    """A role template templated by Ansible's own engine (in this process: one per generated example)."""
     role, name = TEMPLATES[which]
     with open(os.path.join(ROOT, "roles", role, "templates", name), encoding="utf-8") as handle:
         template = handle.read()
-    jinja = Environment(keep_trailing_newline=True)
-    jinja.filters.update(quote=shlex.quote, comment=lambda text: "# " + text, combine=_combine,
-                         systemd_quote=systemd_quote)
-    template = template.replace("ascendai.vllm.systemd_quote", "systemd_quote")
-    return jinja.from_string(template).render(ansible_managed="managed", **variables)
+    return template_text(template, dict(variables, ansible_managed="managed"), file=True,
+                         filters={"ascendai.vllm.systemd_quote": systemd_quote})
 
 
 # ------------------------------------------------------------------ systemd 252 in the base image
@@ -68,14 +58,14 @@ def render(which, **variables):
 
 def _base_image():
     if not shutil.which("docker"):
-        return None, "docker is not installed (tools/test.sh integration runs with it)"
+        return None, "docker is not installed (.ci/run integration runs with it)"
     proc = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}", "ascendai-vllm-base"],
                           capture_output=True, text=True, check=False, timeout=60)
     if proc.returncode != 0:
         return None, f"docker does not answer: {proc.stderr.strip()[:200]}"
     images = [x for x in proc.stdout.split() if x and not x.endswith(":<none>")]
     if not images:
-        return None, "no ascendai-vllm-base image (tools/sandbox-host.sh builds it)"
+        return None, "no ascendai-vllm-base image (tools/sandbox/host.sh builds it)"
     return images[0], None
 
 
@@ -273,9 +263,11 @@ def test_exec_path_word_reads_back_exactly_or_is_refused(systemd, path):
 
 def test_ray_start_script_never_runs_a_script_path(tmp_path):
     marker = tmp_path / "ran"
-    script = render("ray-start", _ray_cluster_role="head", _ray_cluster_unit="ray-head",
-                    ray_cluster_env_scripts=[f"/x$(touch {marker})", f"/y`touch {marker}`"],
-                    _ray_cluster_bin="/bin/true", _ray_cluster_args=[])
+    script = render_templates(tmp_path, {"ray-start": (
+        os.path.join(ROOT, "roles", "ray_cluster", "templates", "ray-start.sh.j2"),
+        {"_ray_cluster_role": "head", "_ray_cluster_unit": "ray-head",
+         "ray_cluster_env_scripts": [f"/x$(touch {marker})", f"/y`touch {marker}`"], "_ray_cluster_bin": "/bin/true",
+         "_ray_cluster_args": []})})["ray-start"]
     proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False)
     assert proc.returncode == 78
     assert not marker.exists(), "the start script ran a command from ray_cluster_env_scripts"
@@ -283,24 +275,10 @@ def test_ray_start_script_never_runs_a_script_path(tmp_path):
 
 
 def _run_tasks(tmp_path, role, tasks_from, variables):
-    play = tmp_path / "play.yml"
-    play.write_text(textwrap.dedent(f"""\
-        - name: Checks of {role}
-          hosts: localhost
-          connection: local
-          gather_facts: false
-          tasks:
-            - name: Run the role's checks
-              ansible.builtin.include_role:
-                name: ascendai.vllm.{role}
-                tasks_from: {tasks_from}
-        """))
-    varfile = tmp_path / "vars.json"
-    varfile.write_text(json.dumps(dict(variables, ansible_python_interpreter=sys.executable)))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
-               ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
-    return subprocess.run([PLAYBOOK, "-i", "localhost,", str(play), "-e", f"@{varfile}"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    play = [{"name": f"Checks of {role}", "hosts": "localhost", "gather_facts": False,
+             "tasks": [{"name": "Run the role's checks", "ansible.builtin.include_role": {
+                 "name": f"ascendai.vllm.{role}", "tasks_from": tasks_from}}]}]
+    return run_playbook(tmp_path, play, variables, timeout=300, cwd=ROOT)
 
 
 @pytest.mark.parametrize("name, value, words", [

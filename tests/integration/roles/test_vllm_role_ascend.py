@@ -23,11 +23,10 @@ import tarfile
 import zipfile
 
 import pytest
-from ansible_collections.ascendai.vllm.plugins.module_utils import compat_matrix
+from ansible_collections.ascendai.vllm.plugins.module_utils import _compat_matrix as compat_matrix
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-COLLECTIONS = os.path.join(ROOT, ".cache", "collections")
-PLAYBOOK = os.path.join(ROOT, ".venv", "bin", "ansible-playbook")
+from ansible_collections.ascendai.vllm.tests.integration.test_support.playbook import PLAYBOOK, run_playbook
+
 
 BACKEND = '''
 import os, zipfile
@@ -87,19 +86,14 @@ def write_vllm_sdist(directory, version):
 
 
 def run_role(tmp_path, venv, wheelhouse, vllm_ascend):
-    play = tmp_path / "play.yml"
-    play.write_text(json.dumps([{
+    out = run_playbook(tmp_path, [{
         "name": "vllm ascend flavour", "hosts": "localhost", "gather_facts": False,
         "vars": {"ansible_python_interpreter": sys.executable},
         "roles": [{"role": "ascendai.vllm.vllm", "vllm_flavour": "ascend", "vllm_ascend_version": vllm_ascend,
                    "vllm_venv": str(venv), "vllm_wheelhouse_src": "", "vllm_wheelhouse_dest": str(wheelhouse),
                    "vllm_venv_owner": str(os.getuid()), "vllm_venv_group": str(os.getgid()),
                    "vllm_pip_env": {"PIP_INDEX_URL": "http://192.0.2.1:9/simple"}}],
-    }]))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1",
-               ANSIBLE_LOCALHOST_WARNING="0")
-    out = subprocess.run([PLAYBOOK, "-i", "localhost,", "-c", "local", str(play)], capture_output=True, text=True,
-                         env=env, cwd=str(tmp_path), check=False)
+    }])
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     recap = re.search(r"localhost\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=0\s+failed=0", out.stdout)
     assert recap, out.stdout[-2000:]
@@ -179,8 +173,7 @@ def test_preflight_checks_the_glibc_of_an_aarch64_node(tmp_path, vllm_ascend, ca
     getconf = fake / "getconf"
     getconf.write_text(f"#!/bin/sh\n[ \"$1\" = GNU_LIBC_VERSION ] && echo 'glibc {glibc}'\n")
     getconf.chmod(0o755)
-    play = tmp_path / "play.yml"
-    play.write_text(json.dumps([{
+    out = run_playbook(tmp_path, [{
         "name": "compat", "hosts": "localhost", "gather_facts": False,
         "vars": {"ansible_python_interpreter": sys.executable},
         "tasks": [{"ansible.builtin.include_role": {"name": "ascendai.vllm.vllm", "tasks_from": "compat.yml"},
@@ -188,11 +181,7 @@ def test_preflight_checks_the_glibc_of_an_aarch64_node(tmp_path, vllm_ascend, ca
                    "vars": {"vllm_flavour": "ascend", "vllm_ascend_version": vllm_ascend,
                             "ascend_cann_release_version": cann}},
                   {"ansible.builtin.debug": {"msg": "glibc={{ ascendai_stack.glibc }}"}}],
-    }]))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1",
-               ANSIBLE_LOCALHOST_WARNING="0", PATH=f"{fake}:{os.environ['PATH']}")
-    out = subprocess.run([PLAYBOOK, "-i", "localhost,", "-c", "local", "-e", "_common_stack_arch=aarch64", str(play)],
-                         capture_output=True, text=True, env=env, cwd=str(tmp_path), check=False)
+    }], {"_common_stack_arch": "aarch64"}, env={"PATH": f"{fake}:{os.environ['PATH']}"})
     if error:
         assert out.returncode != 0, out.stdout[-3000:]
         assert error in out.stdout + out.stderr

@@ -1,8 +1,8 @@
 """The vllm role's ascend flavour on an emulated Kunpeng (aarch64) node, from the real aarch64 bundle.
 
-Runs under the marker kunpeng (tools/test.sh kunpeng), after the `bundle` stage has built
+Runs under the marker kunpeng (.ci/run kunpeng), after the `bundle` stage has built
 the aarch64 bundle of the default vllm-ascend row (ASCENDAI_BUNDLE_DIR, default .cache/bundle-ascend).
-tools/kunpeng-root.sh makes a Debian 12 arm64 root run through qemu-user-static; the roles python_runtime and
+tools/ci/kunpeng-root.sh makes a Debian 12 arm64 root run through qemu-user-static; the roles python_runtime and
 vllm (flavour ascend) converge it through the community.general.chroot connection, exactly as on an Atlas
 node before CANN: pip --no-index from the bundle, torch and torch_npu of the row, vLLM built from its sdist
 with VLLM_TARGET_DEVICE=empty, vllm-ascend with its platform plugin entry point. A second run changes nothing.
@@ -18,11 +18,11 @@ import subprocess
 import sys
 
 import pytest
-from ansible_collections.ascendai.vllm.plugins.module_utils import compat_matrix as cm
+from ansible_collections.ascendai.vllm.plugins.module_utils import _compat_matrix as cm
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-BIN = os.path.join(ROOT, ".venv", "bin")
-pytestmark = pytest.mark.kunpeng  # deselected unless -m kunpeng (tools/test.sh kunpeng)
+from ansible_collections.ascendai.vllm.tests.integration.test_support.playbook import ROOT, changed_count, run_playbook
+
+pytestmark = pytest.mark.kunpeng  # deselected unless -m kunpeng (.ci/run kunpeng)
 
 BUNDLE = os.environ.get("ASCENDAI_BUNDLE_DIR") or os.path.join(ROOT, ".cache", "bundle-ascend")
 WHEELS = os.path.join(BUNDLE, "wheels", "aarch64")
@@ -38,8 +38,8 @@ VLLM_ASCEND = os.environ.get("ASCENDAI_BUNDLE_VLLM_ASCEND") or "0.11.0"
 def node(tmp_path_factory):
     """A fresh node: an overlay on the cached emulated root (which stays as debootstrap made it, so a second run
     of this stage starts from a bare node too), the bundle's wheels bind-mounted where the role finds them, /proc."""
-    assert os.path.isdir(WHEELS), f"no aarch64 bundle at {WHEELS}: run tools/test.sh bundle first"
-    out = subprocess.run([os.path.join(ROOT, "tools", "kunpeng-root.sh")], capture_output=True, text=True,
+    assert os.path.isdir(WHEELS), f"no aarch64 bundle at {WHEELS}: run .ci/run bundle first"
+    out = subprocess.run([os.path.join(ROOT, "tools", "ci", "kunpeng-root.sh")], capture_output=True, text=True,
                          check=True)
     cached = out.stdout.strip().splitlines()[-1]
     layer = tmp_path_factory.mktemp("kunpeng-node")
@@ -63,8 +63,7 @@ def node(tmp_path_factory):
 
 
 def converge(node, tmp_path):
-    play = tmp_path / "play.yml"
-    play.write_text(json.dumps([{
+    play = [{
         "name": "Kunpeng node, ascend flavour", "hosts": "all", "gather_facts": True,
         "roles": [
             {"role": "ascendai.vllm.python_runtime"},
@@ -80,21 +79,16 @@ def converge(node, tmp_path):
              "vllm_pip_env": {"PIP_INDEX_URL": "http://192.0.2.1:9/simple", "PIP_TIMEOUT": "2", "PIP_RETRIES": "0",
                               "PIP_COMPILE": "0"}},
         ],
-    }]))
-    inventory = tmp_path / "inventory.yml"
-    inventory.write_text(json.dumps({"all": {"hosts": {"kunpeng": {
+    }]
+    inventory = {"all": {"hosts": {"kunpeng": {
         "ansible_host": node, "ansible_connection": "community.general.chroot",
-        "ansible_python_interpreter": "/usr/bin/python3"}}}}))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
-               ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1", ANSIBLE_TIMEOUT="120")
-    out = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", str(inventory), str(play)],
-                         capture_output=True, text=True, env=env, cwd=str(tmp_path), check=False)
+        "ansible_python_interpreter": "/usr/bin/python3"}}}}
+    out = run_playbook(tmp_path, play, inventory=inventory, connection=None, python=None,
+                       env={"ANSIBLE_TIMEOUT": "120"})
     runs = sorted(tmp_path.glob("run-*.log"))
     (tmp_path / f"run-{len(runs) + 1}.log").write_text(out.stdout + out.stderr)  # the whole run, kept by pytest
     assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-2000:]
-    recap = re.search(r"kunpeng\s+:\s+ok=\d+\s+changed=(\d+)\s+unreachable=0\s+failed=0", out.stdout)
-    assert recap, out.stdout[-2000:]
-    return int(recap.group(1)), out.stdout
+    return changed_count(out, "kunpeng"), out.stdout
 
 
 def in_node(node, *argv, env=None):

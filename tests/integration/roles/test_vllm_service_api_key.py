@@ -10,16 +10,14 @@ The role's own task files (api_key.yml, api_key_report.yml) run against local ho
 from __future__ import annotations
 
 import json
-import os
 import stat
-import subprocess
 import sys
 import textwrap
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+from ansible_collections.ascendai.vllm.tests.integration.test_support.playbook import ROOT, run_playbook
+
 KEPT = "kept-0123456789abcdefKEPT"
 GIVEN = "given-s3cr3t-GIVEN-0123"
 
@@ -78,12 +76,8 @@ def _run(tmp_path, *extra):
             vllm_service_config_dir=str(confdir), result_dir=str(tmp_path / "result"))
         inventory["all"]["hosts"][host].setdefault("vllm_service_api_key_dir", str(tmp_path / "ctl" / "keys"))
     (tmp_path / "result").mkdir(exist_ok=True)
-    (tmp_path / "inventory.json").write_text(json.dumps(inventory))
-    (tmp_path / "play.yml").write_text(PLAY)
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
-               ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
-    proc = subprocess.run([PLAYBOOK, "-v", "-i", str(tmp_path / "inventory.json"), str(tmp_path / "play.yml"),
-                           *extra], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+    proc = run_playbook(tmp_path, PLAY, timeout=300, inventory=inventory, connection=None, args=["-v", *extra],
+                        cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     results = {host: json.loads((tmp_path / "result" / f"{host}.json").read_text()) for host in CASES}
     return proc.stdout + proc.stderr, results

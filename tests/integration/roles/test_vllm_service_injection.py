@@ -5,19 +5,15 @@ command from the start script."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
-import textwrap
 
 import pytest
-from jinja2 import Environment
 
-from ansible_collections.ascendai.vllm.plugins.module_utils.service_env import ServiceEnvError, service_env
-
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+from ansible_collections.ascendai.vllm.plugins.module_utils._service_env import ServiceEnvError, service_env
+from ansible_collections.ascendai.vllm.tests.integration.test_support.playbook import (
+    ROOT, render_templates, run_playbook,
+)
 
 
 @pytest.mark.parametrize("extra, hccl", [
@@ -38,15 +34,12 @@ def test_env_keeps_ordinary_values():
 
 
 def test_start_script_quotes_a_hostile_script_path(tmp_path):
-    with open(os.path.join(ROOT, "roles", "vllm_service", "templates", "vllm-serve.sh.j2")) as handle:
-        template = handle.read()
-    jinja = Environment()
-    jinja.filters["quote"] = __import__("shlex").quote
-    jinja.filters["comment"] = lambda text: "# " + text
     marker = tmp_path / "ran"
-    script = jinja.from_string(template).render(
-        ansible_managed="managed", vllm_service_name="vllm", vllm_service_env_scripts=[f"/x$(touch {marker})"],
-        _vllm_service_cli_argv=["/bin/true"], vllm_service_model_path="/m", _vllm_service_config="/c.yaml")
+    script = render_templates(tmp_path, {"vllm-serve": (
+        os.path.join(ROOT, "roles", "vllm_service", "templates", "vllm-serve.sh.j2"),
+        {"vllm_service_name": "vllm", "vllm_service_env_scripts": [f"/x$(touch {marker})"],
+         "_vllm_service_cli_argv": ["/bin/true"], "vllm_service_model_path": "/m",
+         "_vllm_service_config": "/c.yaml"})})["vllm-serve"]
     proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False)
     assert proc.returncode == 78
     assert not marker.exists(), "the start script ran a command from vllm_service_env_scripts"
@@ -58,24 +51,10 @@ def test_start_script_quotes_a_hostile_script_path(tmp_path):
     ("vllm_service_model_path", "/m\r"),
 ])
 def test_preflight_refuses_control_characters(tmp_path, name, value):
-    play = tmp_path / "play.yml"
-    play.write_text(textwrap.dedent("""\
-        - name: Preflight of the vLLM service
-          hosts: localhost
-          connection: local
-          gather_facts: false
-          tasks:
-            - name: Run the role's checks
-              ansible.builtin.include_role:
-                name: ascendai.vllm.vllm_service
-                tasks_from: preflight.yml
-        """))
-    varfile = tmp_path / "vars.json"
-    varfile.write_text(json.dumps({name: value, "ansible_python_interpreter": sys.executable}))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections"),
-               ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
-    proc = subprocess.run([PLAYBOOK, "-i", "localhost,", str(play), "-e", f"@{varfile}"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    play = [{"name": "Preflight of the vLLM service", "hosts": "localhost", "gather_facts": False,
+             "tasks": [{"name": "Run the role's checks", "ansible.builtin.include_role": {
+                 "name": "ascendai.vllm.vllm_service", "tasks_from": "preflight.yml"}}]}]
+    proc = run_playbook(tmp_path, play, {name: value}, timeout=300, cwd=ROOT)
     assert proc.returncode != 0
     assert f"{name}=" in proc.stdout and "control character" in proc.stdout
     assert "Look for the vLLM venv" not in proc.stdout

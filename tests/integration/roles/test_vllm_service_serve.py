@@ -11,20 +11,26 @@ its sdist, tests/unit/fixtures/vllm-releases) with a ``serve`` sub-parser, as vL
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
+import json
 import os
+import pathlib
 import shlex
 import subprocess
 import sys
+import tempfile
 
-import jinja2
 import pytest
 import yaml
-from ansible_collections.ascendai.vllm.plugins.module_utils import vllm_options as vo
-from ansible_collections.ascendai.vllm.plugins.module_utils.vllm_release_options import RELEASES
+from ansible_collections.ascendai.vllm.plugins.module_utils import _vllm_options as vo
+from ansible_collections.ascendai.vllm.plugins.module_utils._generated.vllm_release_options import RELEASES
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+from ansible_collections.ascendai.vllm.tests.integration.test_support.playbook import (
+    ROOT, render_templates, run_playbook,
+)
+
 ROLE = os.path.join(ROOT, "roles", "vllm_service")
 
 
@@ -35,20 +41,33 @@ def _load(name, path):
     return module
 
 
-facts_tool = _load("vllm_release_facts", os.path.join(ROOT, "tools", "vllm_release_facts.py"))
-launcher = _load("vllm_cpu_cli", os.path.join(ROLE, "files", "vllm_cpu_cli.py"))
+facts_tool = _load("vllm_release_facts", os.path.join(ROOT, "tools", "generate", "vllm_release_facts.py"))
+# The launcher is ascendai.vllm._common's (its cpu_launcher entry point installs it for vllm_service and vllm_pd).
+LAUNCHER_FILE = os.path.join(ROOT, "roles", "_common", "files", "vllm_cpu_cli.py")
+launcher = _load("vllm_cpu_cli", LAUNCHER_FILE)
 VERSIONS = facts_tool.fixture_versions()
 
 
+_PLACEHOLDERS = {"cli": "@CLI@", "model": "@MODEL@", "config": "@CONFIG@"}
+
+
+@functools.lru_cache(maxsize=1)
+def _rendered_exec_line():
+    """The exec line of the role's start script, rendered once by Ansible's template module with a placeholder word
+    for the CLI, the model and the configuration (test_start_script_... checks the quoting of a real path)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        script = render_templates(pathlib.Path(tmp), {"vllm-serve": (
+            os.path.join(ROLE, "templates", "vllm-serve.sh.j2"),
+            {"vllm_service_name": "vllm", "vllm_service_env_scripts": [],
+             "_vllm_service_cli_argv": [_PLACEHOLDERS["cli"]], "vllm_service_model_path": _PLACEHOLDERS["model"],
+             "_vllm_service_config": _PLACEHOLDERS["config"]})})["vllm-serve"]
+    return [line for line in script.splitlines() if line.startswith("exec ")][0]
+
+
 def _exec_argv(cli, model="/opt/models/m", config="/etc/ascendai/vllm/vllm.yaml"):
-    """The argv of the start script's exec line (the role's template, rendered)."""
-    with open(os.path.join(ROLE, "templates", "vllm-serve.sh.j2"), encoding="utf-8") as handle:
-        line = [text for text in handle.read().splitlines() if text.startswith("exec ")][0]
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    env.filters["quote"] = shlex.quote
-    text = env.from_string(line).render(_vllm_service_cli_argv=cli, vllm_service_model_path=model,
-                                        _vllm_service_config=config)
-    return shlex.split(text)[1:]
+    """The argv of the start script's exec line (the role's template, rendered by Ansible), for these values."""
+    words = {_PLACEHOLDERS["cli"]: list(cli), _PLACEHOLDERS["model"]: [model], _PLACEHOLDERS["config"]: [config]}
+    return [out for word in shlex.split(_rendered_exec_line())[1:] for out in words.get(word, [word])]
 
 
 def test_start_script_runs_the_cli_serve_subcommand_with_the_model_first():
@@ -140,7 +159,7 @@ def test_vllm_cpu_cli_module_fails_on_the_metadata_lookup(tmp_path):
 
 
 def test_launcher_reaches_the_cli_with_the_cpu_version(tmp_path):
-    proc = _run(_fake_vllm_cpu(tmp_path), os.path.join(ROLE, "files", "vllm_cpu_cli.py"), "serve", "/m", "--config",
+    proc = _run(_fake_vllm_cpu(tmp_path), LAUNCHER_FILE, "serve", "/m", "--config",
                 "/c.yaml")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["version", "0.32.0+cpu", "True", "argv", "serve", "/m", "--config", "/c.yaml"]
@@ -151,7 +170,7 @@ def test_launcher_refuses_a_real_vllm_distribution(tmp_path):
     info = site / "vllm-0.11.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.11.0\n")
-    proc = _run(site, os.path.join(ROLE, "files", "vllm_cpu_cli.py"), "serve", "/m")
+    proc = _run(site, LAUNCHER_FILE, "serve", "/m")
     assert proc.returncode == 2
     assert "run its own CLI (bin/vllm)" in proc.stderr
 
@@ -170,57 +189,77 @@ def test_patched_lookup_only_answers_vllm():
 
 
 # --------------------------------------------------------------------------------------------- role wiring
-def _vars():
-    with open(os.path.join(ROLE, "vars", "main.yml"), encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
-
-
-def _render(expr, **context):
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    env.filters["split"] = lambda text, sep=" ": text.split(sep)
-    env.filters["bool"] = lambda value: value if isinstance(value, bool) else str(value).lower() in ("true", "yes", "1")
-    return env.from_string(expr).render(**context)
-
-
+# One ansible-playbook run, one host per case: the role's defaults as group vars (the lowest precedence, as a role's
+# defaults), a case's inputs as host vars, the role's vars/main.yml, and each task's own expression as the role
+# writes it; each host writes what Ansible made of them.
 # _vllm_service_installed_vllm: what ascendai.vllm.venv_info (report: [vllm, vllm-cpu]) returns, or a skipped task
-@pytest.mark.parametrize("installed, cli", [
-    ({"reported": {"vllm-cpu": "0.32.0"}}, "['/v/bin/python', '/usr/local/libexec/ascendai/vllm_cpu_cli.py']"),
-    ({"reported": {"vllm": "0.11.0"}}, "['/v/bin/vllm']"),
-    ({"reported": {}}, "['/v/bin/vllm']"),
-    ({"skipped": True}, "['/v/bin/vllm']"),  # --check on a fresh node: no venv yet
-])
-def test_the_launcher_is_used_only_for_the_vllm_cpu_distribution(installed, cli):
-    role_vars = _vars()
-    context = {"vllm_service_cli": [], "vllm_service_venv": "/v", "_vllm_service_python": "/v/bin/python",
-               "_vllm_service_libexec": "/usr/local/libexec/ascendai", "_vllm_service_installed_vllm": installed}
-    context["_vllm_service_dist"] = _render(role_vars["_vllm_service_dist"], **context).strip()
-    context["_vllm_service_cpu_launcher"] = _render(role_vars["_vllm_service_cpu_launcher"], **context)
-    assert _render(role_vars["_vllm_service_cli_argv"], **context).strip() == cli
+LAUNCHER = {
+    "cpu": ({"reported": {"vllm-cpu": "0.32.0"}}, ["/v/bin/python", "/usr/local/libexec/ascendai/vllm_cpu_cli.py"]),
+    "vllm": ({"reported": {"vllm": "0.11.0"}}, ["/v/bin/vllm"]),
+    "none": ({"reported": {}}, ["/v/bin/vllm"]),
+    "skipped": ({"skipped": True}, ["/v/bin/vllm"]),  # --check on a fresh node: no venv yet
+}
+OPTION_TABLE = {
+    "cpu": ({"reported": {"vllm-cpu": "0.32.0+cpu"}}, "", "0.32.0+cpu"),
+    "vllm": ({"reported": {"vllm": "0.11.0"}}, "", "0.11.0"),
+    "none": ({"reported": {}}, "", ""),
+    "skipped": ({"skipped": True}, "", ""),
+    "pinned": ({"reported": {"vllm": "0.11.0"}}, "0.10.2", "0.10.2"),  # vllm_service_vllm_version wins
+}
 
 
-@pytest.mark.parametrize("installed, pinned, version", [
-    ({"reported": {"vllm-cpu": "0.32.0+cpu"}}, "", "0.32.0+cpu"),
-    ({"reported": {"vllm": "0.11.0"}}, "", "0.11.0"),
-    ({"reported": {}}, "", ""),
-    ({"skipped": True}, "", ""),
-    ({"reported": {"vllm": "0.11.0"}}, "0.10.2", "0.10.2"),  # vllm_service_vllm_version wins
-])
-def test_the_option_table_follows_the_installed_release(installed, pinned, version):
-    with open(os.path.join(ROLE, "tasks", "preflight.yml"), encoding="utf-8") as handle:
-        task = next(t for t in yaml.safe_load(handle) if t["name"].startswith("Render the vLLM configuration"))
-    context = {"vllm_service_vllm_version": pinned, "_vllm_service_installed_vllm": installed}
-    context["_vllm_service_dist"] = _render(_vars()["_vllm_service_dist"], **context).strip()
-    assert _render(task["vars"]["_vllm_service_vllm_version"], **context).strip() == version
+def _task(filename, predicate):
+    with open(os.path.join(ROLE, "tasks", filename), encoding="utf-8") as handle:
+        return next(t for t in yaml.safe_load(handle) if predicate(t))
 
 
-def test_a_headless_node_is_not_health_gated():
-    with open(os.path.join(ROLE, "tasks", "main.yml"), encoding="utf-8") as handle:
-        tasks = yaml.safe_load(handle)
-    gate = [task for task in tasks if task.get("ansible.builtin.import_tasks") == "health.yml"][0]
-    for headless, gated in ((True, False), (False, True)):
-        context = {"vllm_service_health_gate": True, "vllm_service_options": {"headless": headless}}
-        context["_vllm_service_headless"] = _render(_vars()["_vllm_service_headless"], **context)
-        assert _render("{{ " + gate["when"] + " }}", **context) == str(gated)
+@pytest.fixture(scope="module")
+def wired(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("wiring")
+    hosts = {}
+    for name, (installed, _cli) in LAUNCHER.items():
+        hosts[f"launcher-{name}"] = {"_vllm_service_installed_vllm": installed, "vllm_service_venv": "/v"}
+    for name, (installed, pinned, _version) in OPTION_TABLE.items():
+        hosts[f"table-{name}"] = {"_vllm_service_installed_vllm": installed, "vllm_service_vllm_version": pinned}
+    for headless in (True, False):
+        hosts[f"headless-{headless}"] = {"vllm_service_health_gate": True,
+                                         "vllm_service_options": {"headless": headless}}
+    with open(os.path.join(ROLE, "defaults", "main.yml"), encoding="utf-8") as handle:
+        defaults = yaml.safe_load(handle)
+    inventory = {"all": {"vars": dict(defaults, ansible_connection="local"), "hosts": {
+        host: dict(inputs, _vllm_service_installed_vllm=inputs.get("_vllm_service_installed_vllm", {"reported": {}}))
+        for host, inputs in hosts.items()}}}
+    table = _task("preflight.yml", lambda t: t["name"].startswith("Render the vLLM configuration"))
+    gate = _task("main.yml", lambda t: t.get("ansible.builtin.import_tasks") == "health.yml")
+    out = tmp_path / "out"
+    out.mkdir()
+    play = [{"name": "The role's wiring", "hosts": "all", "gather_facts": False,
+             "vars_files": [os.path.join(ROLE, "vars", "main.yml")],
+             "tasks": [{"name": "Write what the role decides", "delegate_to": "localhost",
+                        "ansible.builtin.copy": {"dest": f"{out}/{{{{ inventory_hostname }}}}.json", "mode": "0600",
+                                                 "content": "{{ {'cli': _vllm_service_cli_argv, "
+                                                            "'version': _vllm_service_vllm_version, "
+                                                            "'gated': _gated | bool} | to_json }}"},
+                        "vars": {"_vllm_service_vllm_version": table["vars"]["_vllm_service_vllm_version"],
+                                 "_gated": "{{ " + gate["when"] + " }}"}}]}]
+    proc = run_playbook(tmp_path, play, inventory=inventory, connection=None, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    return {host: json.loads((out / f"{host}.json").read_text()) for host in hosts}
+
+
+@pytest.mark.parametrize("name", sorted(LAUNCHER))
+def test_the_launcher_is_used_only_for_the_vllm_cpu_distribution(wired, name):
+    assert wired[f"launcher-{name}"]["cli"] == LAUNCHER[name][1]
+
+
+@pytest.mark.parametrize("name", sorted(OPTION_TABLE))
+def test_the_option_table_follows_the_installed_release(wired, name):
+    assert wired[f"table-{name}"]["version"] == OPTION_TABLE[name][2]
+
+
+def test_a_headless_node_is_not_health_gated(wired):
+    assert wired["headless-True"]["gated"] is False
+    assert wired["headless-False"]["gated"] is True
 
 
 def test_node_check_reads_the_file_as_vllm_serve_does(tmp_path):

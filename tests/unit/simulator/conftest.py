@@ -45,7 +45,7 @@ class Node(object):
         full = dict(self.env, **(env or {}))
         return subprocess.run(argv, check=False, env=full, input=stdin, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT,
-                              universal_newlines=True, timeout=120)
+                              universal_newlines=True, timeout=300)
 
     def tool(self, module, *args, **kw):
         return self.run([sys.executable, "-m", "atlas_sim." + module] + list(args),

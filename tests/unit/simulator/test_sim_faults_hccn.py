@@ -6,8 +6,8 @@ import os
 import subprocess
 import sys
 
-from ansible_collections.ascendai.vllm.plugins.module_utils import hccn as hparser
-from ansible_collections.ascendai.vllm.plugins.module_utils import npu_smi as parser
+from ansible_collections.ascendai.vllm.plugins.module_utils import _hccn as hparser
+from ansible_collections.ascendai.vllm.plugins.module_utils import _npu_smi as parser
 from atlas_sim import state as st
 
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from ansible_collections.ascendai.vllm.plugins.module_utils import npu_smi as parser
+from ansible_collections.ascendai.vllm.plugins.module_utils import _npu_smi as parser
 from ansible_collections.ascendai.vllm.tests.unit.simulator.sim_support import DRIVER_OPTS, SIM_DIR, kv, run_pkg
 
 

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from ansible_collections.ascendai.vllm.plugins.module_utils import ascend_packages as ap
+from ansible_collections.ascendai.vllm.plugins.module_utils import _ascend_packages as ap
 from ansible_collections.ascendai.vllm.tests.unit.simulator.sim_support import SIM_DIR
 
 DRIVER_OPTS = ("--full", "--quiet", "--nox11", "--install-for-all")

@@ -8,7 +8,7 @@ processes on the devices stop an install over a loaded driver (L415-L420). Firmw
 
 from __future__ import annotations
 
-from ansible_collections.ascendai.vllm.plugins.module_utils import npu_smi as parser
+from ansible_collections.ascendai.vllm.plugins.module_utils import _npu_smi as parser
 from ansible_collections.ascendai.vllm.tests.unit.simulator.sim_support import DRIVER_OPTS, kv, run_pkg
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
-from ansible_collections.ascendai.vllm.plugins.module_utils import npu_smi as parser
+from ansible_collections.ascendai.vllm.plugins.module_utils import _npu_smi as parser
 from atlas_sim import npu_smi, state as st
 
 # The real captures (tests/unit/fixtures/npu-smi; each file's first line names its public source).

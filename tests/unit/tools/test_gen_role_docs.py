@@ -8,7 +8,8 @@ import os
 import yaml
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-_SPEC = importlib.util.spec_from_file_location("gen_role_docs", os.path.join(ROOT, "tools", "gen_role_docs.py"))
+_SPEC = importlib.util.spec_from_file_location("gen_role_docs",
+                                               os.path.join(ROOT, "tools", "generate", "gen_role_docs.py"))
 gen = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(gen)
 

@@ -15,7 +15,7 @@ pytest.importorskip("tokenizers")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
 import make_tiny_model
 from ansible_collections.ascendai.vllm.plugins.module_utils import (
-    safetensors_convert as sc,
+    _safetensors_convert as sc,
 )
 
 

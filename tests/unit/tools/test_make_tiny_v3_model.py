@@ -14,12 +14,12 @@ pytest.importorskip("tokenizers")
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
 import make_tiny_v3_model
-from ansible_collections.ascendai.vllm.plugins.module_utils import kv_cache
+from ansible_collections.ascendai.vllm.plugins.module_utils import _kv_cache as kv_cache
 from ansible_collections.ascendai.vllm.plugins.module_utils import (
-    model_config as mc,
+    _model_config as mc,
 )
 from ansible_collections.ascendai.vllm.plugins.module_utils import (
-    safetensors_convert as sc,
+    _safetensors_convert as sc,
 )
 
 

@@ -1,8 +1,8 @@
-"""tools/sandbox-bundle.sh and tools/sandbox-model.sh merge MANIFEST.sha256 through the collection's one writer.
+"""tools/sandbox/bundle.sh and tools/sandbox/model.sh merge MANIFEST.sha256 through the collection's one writer.
 
-Both go through roles/offline_bundle/files/bundle_tools.py update-manifest (plugins/module_utils/bundle.py), which
+Both go through roles/offline_bundle/files/bundle_tools.py update-manifest (plugins/module_utils/_bundle.py), which
 takes <bundle>/.work/manifest.lock: a writer holding that lock (the role, the other script) is waited for, so
-neither loses the other's lines. sandbox-bundle.sh merged without the lock before.
+neither loses the other's lines. bundle.sh merged without the lock before.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def test_sandbox_bundle_waits_for_the_manifest_lock_and_keeps_other_lines(tmp_pa
     env = dict(os.environ, BUNDLE_DIR=str(tmp_path), ARCH="x86_64", PYTHON=sys.executable)
     with open(tmp_path / ".work" / "manifest.lock", "a", encoding="utf-8") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-        proc = subprocess.Popen([os.path.join(ROOT, "tools", "sandbox-bundle.sh")], env=env,
+        proc = subprocess.Popen([os.path.join(ROOT, "tools", "sandbox", "bundle.sh")], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             # While another writer holds the lock the script must not finish (it waits; without the lock it
@@ -67,12 +67,12 @@ def test_sandbox_bundle_waits_for_the_manifest_lock_and_keeps_other_lines(tmp_pa
 def test_sandbox_model_replaces_only_its_folder(tmp_path):
     bundle_with_other_lines(tmp_path)
     env = dict(os.environ, BUNDLE_DIR=str(tmp_path), MODEL_NAME="tiny-deepseek")
-    out = subprocess.run([os.path.join(ROOT, "tools", "sandbox-model.sh")], env=env, capture_output=True,
+    out = subprocess.run([os.path.join(ROOT, "tools", "sandbox", "model.sh")], env=env, capture_output=True,
                          text=True, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
     check_manifest(tmp_path, "models/tiny-deepseek/")
     text = (tmp_path / "MANIFEST.sha256").read_text()
     assert "models/tiny-deepseek/gone.bin" not in text  # a file gone from the folder leaves the manifest
-    # the firmware's stale line belongs to sandbox-bundle.sh: kept as it is
+    # the firmware's stale line belongs to tools/sandbox/bundle.sh: kept as it is
     assert "0" * 64 + "  huawei/Ascend-hdk-910b-npu-firmware_7.8.0.6.201.run" in text
     assert sorted(os.listdir(tmp_path / ".work")) == ["manifest.lock", "sandbox-model-tiny-deepseek.stamp"]

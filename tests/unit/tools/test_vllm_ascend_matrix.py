@@ -1,4 +1,4 @@
-"""tools/vllm_ascend_matrix.py: the committed matrix is the one its committed inputs generate, and the rules."""
+"""tools/generate/vllm_ascend_matrix.py: the committed matrix is what its committed inputs generate, and the rules."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 _SPEC = importlib.util.spec_from_file_location(
-    "vllm_ascend_matrix", os.path.join(ROOT, "tools", "vllm_ascend_matrix.py"))
+    "vllm_ascend_matrix", os.path.join(ROOT, "tools", "generate", "vllm_ascend_matrix.py"))
 tool = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(tool)
 

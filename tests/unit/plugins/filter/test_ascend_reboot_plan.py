@@ -4,12 +4,14 @@ disk; never on a failing npu-smi alone."""
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ascendai.vllm.plugins.filter.ascend_reboot_plan import FilterModule
+from ansible_collections.ascendai.vllm.plugins.module_utils import _ascend_driver_plan as plan_mod
 
 ascend_reboot_plan = FilterModule().filters()["ascend_reboot_plan"]
 
@@ -114,3 +116,80 @@ def test_empty_inputs_stay_empty():
     assert plan == {"reboot": False, "reasons": [], "said": {}, "probe_error": ""}
     assert ascend_reboot_plan(None, owed=None, probe=None, disk_driver=None)["reboot"] is False
     assert ascend_reboot_plan({"driver": None})["said"] == {"driver": ""}
+
+
+# --- as roles/ascend_driver/tasks/reboot.yml passes them: the registered slurp of the marker, the probe's result ----
+# The driver's lines as drvColorEcho prints them (echo -e with colours),
+# https://github.com/verylucky01/driver/blob/e29d066/scripts/package/custom/driver/common/scripts/driver_install.sh#L327-L347
+UPGRADE_REBOOT = ("[Driver] [2025-03-31 09:51:36] [INFO]\x1b[32mDriver package upgraded successfully! \x1b[0m"
+                  "\x1b[31mReboot needed for installation/upgrade to take effect! \x1b[0m\n")
+KO_ABORT = ("[Driver] [2025-03-31 09:51:36] [INFO]\x1b[32mDriver package installed finished! \x1b[0m\n"
+            "[Driver] [2025-03-31 09:51:36] [WARNING]\x1b[33mKernel modules can not be removed, reboot needed for "
+            "installation/upgrade to take effect! \x1b[0m\n")
+DCMI_8005 = {"failed": True, "kind": "dcmi_init", "msg": "npu-smi info: dcmi module initialize failed. ret is -8005"}
+NO_MARKER = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
+SKIPPED_PROBE = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
+
+
+def marker(text):
+    """The registered slurp of the reboot marker."""
+    return {"content": base64.b64encode(text.encode()).decode(), "encoding": "base64", "source": "/run/x",
+            "changed": False}
+
+
+def decide(said, probe=None, owed=None, disk_driver="25.2.0"):
+    return ascend_reboot_plan(said, owed=NO_MARKER if owed is None else owed,
+                              probe=SKIPPED_PROBE if probe is None else probe, disk_driver=disk_driver)
+
+
+def test_fresh_driver_that_takes_effect_immediately_needs_no_reboot_even_when_npu_smi_fails():
+    result = decide({"driver": installer_output("--install-path=/usr/local/Ascend\n")}, probe=DCMI_8005)
+    assert result["reboot"] is False, result
+    assert result["said"]["driver"] == DRIVER_SAYS
+    assert "-8005" in result["probe_error"]
+
+
+def test_a_failing_dcmi_init_alone_is_no_reason():
+    held = {"failed": True, "kind": "dcmi_init", "msg": "dcmi module initialize failed. ret is -8020"}
+    assert decide({}, probe=held)["reboot"] is False
+    assert decide({}, probe=DCMI_8005)["reboot"] is False
+
+
+def test_firmware_always_asks_for_the_reboot_even_when_npu_smi_fails():
+    result = decide({"firmware": installer_output("Uncompressing ASCEND-HDK-910-NPU FIRMWARE")}, probe=DCMI_8005)
+    assert result["reboot"] is True
+    assert result["reasons"] == [f"the firmware installer says: {FIRMWARE_SAYS}"]
+
+
+@pytest.mark.parametrize("output", [UPGRADE_REBOOT, KO_ABORT])
+def test_driver_upgrade_that_says_reboot_needed(output):
+    result = decide({"driver": output})
+    assert result["reboot"] is True
+    assert "reboot needed for installation/upgrade" in result["reasons"][0].lower()
+    assert "\x1b" not in result["reasons"][0]
+
+
+def test_an_owed_request_read_back_from_the_marker_and_a_loaded_driver_other_than_the_disk_one():
+    owed = "firmware 7.7.0.1.231: Firmware package installed successfully! Reboot now or after driver installation\n"
+    result = decide({}, probe=DCMI_8005, owed=marker(owed))
+    assert result["reboot"] is True
+    assert result["reasons"] == [f"still owed from an earlier run ({owed.strip()})"]
+    assert decide({}, probe=DCMI_8005, owed=marker(""))["reboot"] is False
+    stale = {"failed": False, "driver_version": "24.1.rc3"}
+    result = decide({}, probe=stale, disk_driver="25.2.0")
+    assert result["reboot"] is True
+    assert result["reasons"] == ["npu-smi reports the loaded driver 24.1.rc3, the driver on disk is 25.2.0"]
+    assert decide({}, probe={"failed": False, "driver_version": "25.2.0"})["reboot"] is False
+
+
+def test_a_skipped_probe_is_no_probe_and_a_marker_that_is_not_base64_is_named():
+    # check mode with installers to run skips the probe: a skipped result carries no driver_version
+    assert decide({}, probe=dict(SKIPPED_PROBE, driver_version="24.1.rc3"))["reboot"] is False
+    with pytest.raises(AnsibleFilterError, match=r"owed=.*not a slurp result of base64 UTF-8 text"):
+        decide({}, owed={"content": "%%%", "encoding": "base64"})
+
+
+def test_installer_word_without_prefix_and_colours():
+    assert plan_mod.installer_word(UPGRADE_REBOOT) == (
+        True, "Driver package upgraded successfully! Reboot needed for installation/upgrade to take effect!")
+    assert plan_mod.installer_word("") == (False, "")

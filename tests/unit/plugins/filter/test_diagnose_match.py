@@ -1,15 +1,16 @@
 """The diagnose_match filter on real captures: MindCluster's fault-diagnosis npu-smi output
-(tests/unit/fixtures/npu-smi) and the KV cache messages of each vLLM release (tests/unit/fixtures/diagnose)."""
+(tests/unit/fixtures/npu-smi) and the KV cache messages of each vLLM release
+(plugins/module_utils/_generated/vllm_kv_messages.py)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ascendai.vllm.plugins.filter.diagnose_match import FilterModule
+from ansible_collections.ascendai.vllm.plugins.module_utils._generated.vllm_kv_messages import MESSAGES
 
 diagnose_match = FilterModule().filters()["diagnose_match"]
 
@@ -26,8 +27,7 @@ def capture(*path):
 
 
 def kv_messages():
-    with open(os.path.join(FIXTURES, "diagnose", "vllm-kv-cache-messages.json"), encoding="utf-8") as handle:
-        return {(m["vllm"], m["kind"]): m["text"] for m in json.load(handle)}
+    return {(m["vllm"], m["kind"]): m["text"] for m in MESSAGES}
 
 
 def test_health_alarm_error_codes_and_missing_card_of_a_real_node():

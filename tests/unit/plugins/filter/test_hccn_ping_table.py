@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ansible_collections.ascendai.vllm.plugins.filter.hccn_ping_table import hccn_ping_table
-from ansible_collections.ascendai.vllm.plugins.module_utils.hccn import parse_ping
+from ansible_collections.ascendai.vllm.plugins.module_utils._hccn import parse_ping
 
 PING = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "hccn_tool",
                     "hccn_tool-ping-g-910b1-arthurchiao-blog.txt")

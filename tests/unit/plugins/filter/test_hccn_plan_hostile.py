@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ascendai.vllm.plugins.filter.hccn_plan import hccn_plan
-from ansible_collections.ascendai.vllm.plugins.module_utils.hccn import HccnError, plan_changes
+from ansible_collections.ascendai.vllm.plugins.module_utils._hccn import HccnError, plan_changes
 
 HOSTS = ["node1", "node2"]
 

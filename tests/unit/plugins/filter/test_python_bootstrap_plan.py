@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from ansible_collections.ascendai.vllm.plugins.filter import python_bootstrap_plan as mod
 from ansible_collections.ascendai.vllm.plugins.filter.python_bootstrap_plan import python_bootstrap_plan
-from ansible_collections.ascendai.vllm.plugins.module_utils.python_bootstrap import core_floor, parse_probe
+from ansible_collections.ascendai.vllm.plugins.module_utils._python_bootstrap import core_floor, parse_probe
 
 BUNDLED = "/opt/ascendai/python/3.11.15/bin/python3.11"
 # The filter judges by the running ansible-core's own floor (its _PY_MIN), so the tests name that core: the unit

@@ -1,9 +1,8 @@
 """The quant_plan filter against the quantization guide of each vllm-ascend release, as kept line by line in
-tests/unit/fixtures/quant-tools/guides.json: the clone, the checkout, the directory and the guide's command."""
+plugins/module_utils/_generated/quant_guides.py: the clone, the checkout, the directory and the guide's command."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -11,17 +10,16 @@ import shlex
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ascendai.vllm.plugins.filter.quant_plan import FilterModule
+from ansible_collections.ascendai.vllm.plugins.module_utils._generated.quant_guides import GUIDES
 
 quant_plan = FilterModule().filters()["quant_plan"]
 
-GUIDES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "quant-tools", "guides.json")
 PYTHON = "/opt/ascendai/venvs/quant/bin/python"
 MODEL, SAVE = "/models/m", "/models/m-w8a8"
 
 
 def guide(tag):
-    with open(GUIDES, encoding="utf-8") as handle:
-        return json.load(handle)[tag]
+    return GUIDES[tag]
 
 
 @pytest.mark.parametrize("tag", ["v0.8.4rc2", "v0.9.0rc1", "v0.10.0rc1", "v0.11.0", "v0.13.0", "v0.21.0rc1",

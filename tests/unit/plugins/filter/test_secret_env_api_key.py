@@ -8,7 +8,7 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ascendai.vllm.plugins.filter.secret_env_api_key import FilterModule
-from ansible_collections.ascendai.vllm.plugins.module_utils.secret_env import secret_env_line
+from ansible_collections.ascendai.vllm.plugins.module_utils._secret_env import secret_env_line
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -1,4 +1,4 @@
-"""Ascend version ordering, compatibility ranges and the install plan (module_utils.ascend_packages)."""
+"""Ascend version ordering, compatibility ranges and the install plan (module_utils._ascend_packages)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.ascendai.vllm.plugins.module_utils import ascend_packages as ap
+from ansible_collections.ascendai.vllm.plugins.module_utils import _ascend_packages as ap
 
 # Releases in the order Huawei published them (docs/sources.md: driver, firmware and CANN sources).
 DRIVERS = ["23.0.rc1", "23.0.rc3", "23.0.0", "23.0.6", "23.0.7", "24.1.rc1", "24.1.rc3", "24.1.0", "25.0.rc1",

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ansible_collections.ascendai.vllm.plugins.filter.ascend_version_compare import ascend_version_compare
-from ansible_collections.ascendai.vllm.plugins.module_utils import ascend_packages as ap
+from ansible_collections.ascendai.vllm.plugins.module_utils import _ascend_packages as ap
 
 # The documented order: alpha < beta < rc < a dated build < the release; dated builds by their timestamp.
 ORDER = ["9.0.0", "9.1.0-alpha.1", "9.1.0-beta.1", "9.1.0-beta.2", "9.1.0-beta.3", "9.1.0-beta.10", "9.1.0-rc.1",

@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ascendai.vllm.plugins.filter.bench_report import bench_report
-from ansible_collections.ascendai.vllm.plugins.module_utils.bench_report import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._bench_report import (
     ReportError,
     build_report,
     nice_ceiling,

@@ -14,7 +14,7 @@ import tarfile
 
 import pytest
 import yaml
-from ansible_collections.ascendai.vllm.plugins.module_utils.bench_report import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._bench_report import (
     bench_failed,
     bench_series,
     build_report,
@@ -22,7 +22,7 @@ from ansible_collections.ascendai.vllm.plugins.module_utils.bench_report import 
     render_markdown,
     vllm_bench_argv,
 )
-from ansible_collections.ascendai.vllm.plugins.module_utils.openai_probe import random_token_prompts
+from ansible_collections.ascendai.vllm.plugins.module_utils._openai_probe import random_token_prompts
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 BENCH = os.path.join(ROOT, "tests", "unit", "fixtures", "bench")

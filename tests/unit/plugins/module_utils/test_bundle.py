@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from ansible_collections.ascendai.vllm.plugins.doc_fragments.bundle_transfer import ModuleDocFragment
-from ansible_collections.ascendai.vllm.plugins.module_utils import bundle
+from ansible_collections.ascendai.vllm.plugins.module_utils import _bundle as bundle
 from ansible_collections.ascendai.vllm.plugins.modules import bundle_fetch, model_fetch
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
@@ -63,7 +63,7 @@ def test_written_manifest_is_what_sha256sum_checks_and_the_builder_writes(tmp_pa
                            capture_output=True, text=True, check=False)
     assert check.returncode == 0, check.stdout + check.stderr
     text = (tmp_path / bundle.MANIFEST_NAME).read_text()
-    # the order of tools/sandbox-bundle.sh: LC_ALL=C sort -t " " -k 3 (by path, byte order)
+    # the order of tools/sandbox/bundle.sh: LC_ALL=C sort -t " " -k 3 (by path, byte order)
     sort = subprocess.run(["sort", "-t", " ", "-k", "3"], input=text, capture_output=True, text=True,
                           env=dict(os.environ, LC_ALL="C"), check=True).stdout
     assert text == sort
@@ -125,7 +125,7 @@ def test_a_merge_waits_for_the_lock_another_writer_holds(tmp_path):
 
 def test_concurrent_writers_in_processes_lose_nothing(tmp_path):
     code = ("import sys; sys.path.insert(0, sys.argv[1]); "
-            "from ansible_collections.ascendai.vllm.plugins.module_utils import bundle\n"
+            "from ansible_collections.ascendai.vllm.plugins.module_utils import _bundle as bundle\n"
             "for i in range(25):\n"
             "    bundle.merge_manifest(sys.argv[2], {f'w/{sys.argv[3]}-{i}': format(i, '064x')})\n")
     tree = os.path.join(ROOT, ".cache", "collections")

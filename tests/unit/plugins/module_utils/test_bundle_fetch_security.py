@@ -17,8 +17,8 @@ from ansible.module_utils.testing import patch_module_args
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.ascendai.vllm.plugins.module_utils import bundle as bundle_utils
-from ansible_collections.ascendai.vllm.plugins.module_utils import model_fetch as mf
+from ansible_collections.ascendai.vllm.plugins.module_utils import _bundle as bundle_utils
+from ansible_collections.ascendai.vllm.plugins.module_utils import _model_fetch as mf
 from ansible_collections.ascendai.vllm.plugins.modules import bundle_fetch, model_fetch
 from ansible_collections.ascendai.vllm.tests.unit.plugins.module_utils import test_model_fetch as helpers
 from ansible_collections.ascendai.vllm.tests.unit.plugins.module_utils.test_model_fetch import (

@@ -16,8 +16,8 @@ from ansible.module_utils.testing import patch_module_args
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.ascendai.vllm.plugins.module_utils import bundle as bundle_utils
-from ansible_collections.ascendai.vllm.plugins.module_utils import model_fetch as mf
+from ansible_collections.ascendai.vllm.plugins.module_utils import _bundle as bundle_utils
+from ansible_collections.ascendai.vllm.plugins.module_utils import _model_fetch as mf
 from ansible_collections.ascendai.vllm.plugins.modules import model_fetch
 from ansible_collections.ascendai.vllm.tests.unit.plugins.module_utils import test_model_fetch as helpers
 from ansible_collections.ascendai.vllm.tests.unit.plugins.module_utils.test_model_fetch import (
@@ -75,7 +75,8 @@ def link_in(dest, rel, target):
             os.makedirs(os.path.dirname(path), exist_ok=True)
             os.symlink(target, path)
             return
-        except (FileExistsError, FileNotFoundError):
+        except (FileExistsError, FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            # the fetch turned the path into a directory (or its parent into a file) between the look and the step
             continue
     raise AssertionError(f"could not put a link at {path}: the fetch kept recreating it")
 
@@ -264,7 +265,7 @@ def test_the_race_also_holds_without_http(tmp_path):
 
 def test_check_mode_with_an_owner_a_real_run_creates_first_reports_instead_of_failing(tmp_path):
     # A check run on a fresh node: the model role's owner does not exist yet (a real run creates it first).
-    from ansible_collections.ascendai.vllm.plugins.module_utils import bundle as _bundle
+    from ansible_collections.ascendai.vllm.plugins.module_utils import _bundle
     dest = tmp_path / "model"
     dest.mkdir()
     (dest / "config.json").write_text("{}")

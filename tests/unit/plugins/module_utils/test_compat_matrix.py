@@ -1,10 +1,10 @@
-"""Tests for the one compatibility table (module_utils/compat_matrix.py)."""
+"""Tests for the one compatibility table (module_utils/_compat_matrix.py)."""
 
 from __future__ import annotations
 
 import pytest
 from packaging.specifiers import SpecifierSet
-from ansible_collections.ascendai.vllm.plugins.module_utils import compat_matrix as cm
+from ansible_collections.ascendai.vllm.plugins.module_utils import _compat_matrix as cm
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -1,4 +1,4 @@
-"""Tests for plugins/module_utils/diagnose.py: failure signatures on real error texts, and redaction.
+"""Tests for plugins/module_utils/_diagnose.py: failure signatures on real error texts, and redaction.
 
 The log lines carry the exact error texts that vLLM, torch_npu, CANN, HCCL, uvicorn, npu-smi and hccn_tool
 print (as reported in vllm-project/vllm, vllm-project/vllm-ascend, Ascend/pytorch and gpustack issues);
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from ansible_collections.ascendai.vllm.plugins.module_utils.diagnose import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._diagnose import (
     SIGNATURES,
     DiagnoseError,
     format_findings,

@@ -1,27 +1,24 @@
 """diagnose's KV cache and engine patterns follow the node's vLLM release.
 
-tests/unit/fixtures/diagnose/vllm-kv-cache-messages.json holds, for each vLLM release the compatibility matrix
+plugins/module_utils/_generated/vllm_kv_messages.py holds, for each vLLM release the compatibility matrix
 names (and the sandbox's 0.32.0), the messages that release raises when the KV cache cannot hold the model:
 produced by running that release's own ``check_enough_kv_cache_memory`` (V1) and ``raise_if_cache_size_invalid``
 (V0, up to 0.10.2) from its PyPI sdist with max_model_len 32768, 6 GiB needed, 2.5 GiB available, an estimate
-of 13648 tokens and 1024 blocks of 16 (tools/vllm_kv_messages.py). Each entry names the line that raises it.
+of 13648 tokens and 1024 blocks of 16 (tools/generate/vllm_kv_messages.py). Each entry names the line that raises it.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ascendai.vllm.plugins.filter.diagnose_match import FilterModule
-from ansible_collections.ascendai.vllm.plugins.module_utils.diagnose import DiagnoseError, match, release_key
+from ansible_collections.ascendai.vllm.plugins.module_utils._diagnose import DiagnoseError, match, release_key
+from ansible_collections.ascendai.vllm.plugins.module_utils._generated.vllm_kv_messages import MESSAGES
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
-FIXTURE = os.path.join(ROOT, "tests", "unit", "fixtures", "diagnose", "vllm-kv-cache-messages.json")
-with open(FIXTURE) as _handle:
-    MESSAGES = json.load(_handle)
 
 diagnose_match = FilterModule().filters()["diagnose_match"]
 
@@ -42,7 +39,7 @@ def _kv(findings):
 
 
 def _matrix_vllm_releases():
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    sys.path.insert(0, os.path.join(ROOT, "tools", "generate"))
     try:
         import vllm_release_facts  # pylint: disable=import-outside-toplevel
     finally:
@@ -53,9 +50,9 @@ def _matrix_vllm_releases():
 def test_fixture_covers_both_engines_and_every_release():
     kinds = {(m["vllm"], m["kind"]) for m in MESSAGES}
     releases = {m["vllm"] for m in MESSAGES}
-    # every vLLM release the compatibility matrix names, and the sandbox's: tools/vllm_kv_messages.py
+    # every vLLM release the compatibility matrix names, and the sandbox's: tools/generate/vllm_kv_messages.py
     missing = _matrix_vllm_releases() - releases
-    assert not missing, f"rerun tools/vllm_kv_messages.py: no messages of vLLM {sorted(missing)}"
+    assert not missing, f"rerun tools/generate/vllm_kv_messages.py: no messages of vLLM {sorted(missing)}"
     assert "0.32.0" in releases
     for release in releases:
         assert (release, "v1_needed") in kinds and (release, "v1_no_memory") in kinds

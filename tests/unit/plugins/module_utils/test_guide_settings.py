@@ -1,10 +1,10 @@
-"""Tests for module_utils/guide_settings.py (the guide -> real vLLM settings translation)."""
+"""Tests for module_utils/_guide_settings.py (the guide -> real vLLM settings translation)."""
 
 from __future__ import annotations
 
 import pytest
-from ansible_collections.ascendai.vllm.plugins.module_utils.guide_settings import ACTIONS, translate_guide
-from ansible_collections.ascendai.vllm.plugins.module_utils.vllm_options import KNOWN_OPTIONS, render_config
+from ansible_collections.ascendai.vllm.plugins.module_utils._guide_settings import ACTIONS, translate_guide
+from ansible_collections.ascendai.vllm.plugins.module_utils._vllm_options import KNOWN_OPTIONS, render_config
 from hypothesis import given
 from hypothesis import strategies as st
 

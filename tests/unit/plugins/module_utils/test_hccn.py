@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.ascendai.vllm.plugins.module_utils import hccn
-from ansible_collections.ascendai.vllm.plugins.module_utils.hccn import HccnError
+from ansible_collections.ascendai.vllm.plugins.module_utils import _hccn as hccn
+from ansible_collections.ascendai.vllm.plugins.module_utils._hccn import HccnError
 
 FIX = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "hccn_tool")
 _CMD = re.compile(r"^(\$ |\+ |/usr/local/\S+|root@\S+# )")

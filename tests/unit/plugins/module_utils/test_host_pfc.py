@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.ascendai.vllm.plugins.module_utils import host_pfc
-from ansible_collections.ascendai.vllm.plugins.module_utils.host_pfc import HostPfcError
+from ansible_collections.ascendai.vllm.plugins.module_utils import _host_pfc as host_pfc
+from ansible_collections.ascendai.vllm.plugins.module_utils._host_pfc import HostPfcError
 
 FIX = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "host_pfc")
 

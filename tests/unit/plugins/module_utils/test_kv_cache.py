@@ -1,4 +1,4 @@
-"""Tests for module_utils/kv_cache.py (capacity plan)."""
+"""Tests for module_utils/_kv_cache.py (capacity plan)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import re
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ansible_collections.ascendai.vllm.plugins.module_utils import kv_cache as kc
+from ansible_collections.ascendai.vllm.plugins.module_utils import _kv_cache as kc
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "kv_cache")
 GIB = 1024 ** 3

@@ -12,7 +12,7 @@ import os
 import re
 
 import pytest
-from ansible_collections.ascendai.vllm.plugins.module_utils import hccn, npu_smi
+from ansible_collections.ascendai.vllm.plugins.module_utils import _hccn as hccn, _npu_smi as npu_smi
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

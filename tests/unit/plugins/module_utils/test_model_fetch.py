@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.ascendai.vllm.plugins.module_utils import bundle as bundle_utils
-from ansible_collections.ascendai.vllm.plugins.module_utils import model_fetch as mf
+from ansible_collections.ascendai.vllm.plugins.module_utils import _bundle as bundle_utils
+from ansible_collections.ascendai.vllm.plugins.module_utils import _model_fetch as mf
 
 MODEL = "tiny"
 
@@ -547,11 +547,11 @@ def test_a_manifest_that_is_not_utf8_is_named(server, tmp_path, where):
 
 
 def test_model_fetch_keeps_no_copy_of_the_bundle_code():
-    """The manifest, the sources, the sha256 cache and the transfer live in module_utils/bundle.py only;
+    """The manifest, the sources, the sha256 cache and the transfer live in module_utils/_bundle.py only;
     model_fetch adds the choice of a model's rows and its result, and re-exports none of bundle's names."""
     own = {name for name, value in vars(mf).items()
            if callable(value) and getattr(value, "__module__", "") == mf.__name__}
     assert own == {"model_entries", "fetch_model"}
     for name in ("parse_manifest", "redact_url", "HttpSource", "DirSource", "local_sha256",
                  "read_cached_sha256", "download_file", "check_space", "human", "model_paths", "STATE_DIR"):
-        assert not hasattr(mf, name), f"model_fetch.{name}: import it from module_utils/bundle.py"
+        assert not hasattr(mf, name), f"model_fetch.{name}: import it from module_utils/_bundle.py"

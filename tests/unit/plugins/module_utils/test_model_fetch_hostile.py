@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from ansible_collections.ascendai.vllm.plugins.module_utils import bundle as bundle_utils
-from ansible_collections.ascendai.vllm.plugins.module_utils import model_fetch as mf
+from ansible_collections.ascendai.vllm.plugins.module_utils import _bundle as bundle_utils
+from ansible_collections.ascendai.vllm.plugins.module_utils import _model_fetch as mf
 from ansible_collections.ascendai.vllm.tests.unit.plugins.module_utils.test_model_fetch import (
     MODEL,
     RangeHandler,

@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 
 import pytest
-from ansible_collections.ascendai.vllm.plugins.module_utils import hccn, npu_metrics, npu_smi
-from ansible_collections.ascendai.vllm.plugins.module_utils.npu_smi import (
+from ansible_collections.ascendai.vllm.plugins.module_utils import _hccn as hccn
+from ansible_collections.ascendai.vllm.plugins.module_utils import _npu_metrics as npu_metrics
+from ansible_collections.ascendai.vllm.plugins.module_utils import _npu_smi as npu_smi
+from ansible_collections.ascendai.vllm.plugins.module_utils._npu_smi import (
     HEALTH_WORDS,
     NpuSmiParseError,
     health_verdict,

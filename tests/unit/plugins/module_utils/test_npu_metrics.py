@@ -1,4 +1,4 @@
-"""Tests for plugins/module_utils/npu_metrics.py: npu-smi/hccn_tool captures -> Prometheus text.
+"""Tests for plugins/module_utils/_npu_metrics.py: npu-smi/hccn_tool captures -> Prometheus text.
 
 Expected values are read off the captures in tests/unit/fixtures/ by eye (vllm-ascend issue #843: 4x 910B4 with
 NPU ids 4-7, HBM 29096/32768 MB; FaultDiag: 'Health Status : Alarm' with A4025021...). promtool, when installed,
@@ -13,8 +13,8 @@ import shutil
 import subprocess
 
 import pytest
-from ansible_collections.ascendai.vllm.plugins.module_utils import hccn, npu_smi
-from ansible_collections.ascendai.vllm.plugins.module_utils.npu_metrics import collect, model_name, render
+from ansible_collections.ascendai.vllm.plugins.module_utils import _hccn as hccn, _npu_smi as npu_smi
+from ansible_collections.ascendai.vllm.plugins.module_utils._npu_metrics import collect, model_name, render
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -1,4 +1,4 @@
-"""Tests for plugins/module_utils/npu_smi.py against real npu-smi captures.
+"""Tests for plugins/module_utils/_npu_smi.py against real npu-smi captures.
 
 Every expected value below was read off the capture in tests/unit/fixtures/npu-smi/ by eye.
 """
@@ -9,7 +9,7 @@ import os
 import re
 
 import pytest
-from ansible_collections.ascendai.vllm.plugins.module_utils.npu_smi import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._npu_smi import (
     HEALTH_ORDER,
     NpuSmiParseError,
     chip_family,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from ansible_collections.ascendai.vllm.plugins.module_utils.npu_smi import NpuSmiParseError, parse_info, summarize
+from ansible_collections.ascendai.vllm.plugins.module_utils._npu_smi import NpuSmiParseError, parse_info, summarize
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "npu-smi")
 

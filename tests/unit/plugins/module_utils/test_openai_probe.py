@@ -7,7 +7,7 @@ import socket
 import time
 
 import pytest
-from ansible_collections.ascendai.vllm.plugins.module_utils.openai_probe import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._openai_probe import (
     Endpoint,
     ProbeError,
     SSEDecoder,
@@ -358,7 +358,7 @@ def test_stream_that_never_stops_is_not_no_answer(server):
 
 
 def test_answers_pass_when_each_answer_contains_its_expectation(server):
-    from ansible_collections.ascendai.vllm.plugins.module_utils.openai_probe import normalize_answers
+    from ansible_collections.ascendai.vllm.plugins.module_utils._openai_probe import normalize_answers
     answers = normalize_answers([{"prompt": "What is the capital of France?", "expect": r"\bparis\b"},
                                  {"prompt": "The capital of France is", "expect": "Paris", "chat": False,
                                   "max_tokens": 3}])
@@ -373,7 +373,7 @@ def test_answers_pass_when_each_answer_contains_its_expectation(server):
 
 
 def test_a_fluent_wrong_answer_fails_and_says_what_it_was(server):
-    from ansible_collections.ascendai.vllm.plugins.module_utils.openai_probe import normalize_answers
+    from ansible_collections.ascendai.vllm.plugins.module_utils._openai_probe import normalize_answers
     answers = normalize_answers([{"prompt": "What is the capital of Germany?", "expect": "Berlin"}])
     res = health_check(Endpoint(server.base_url, timeout=10), model="tiny", max_tokens=2, answers=answers)
     assert not res["ok"] and len(res["failures"]) == 2
@@ -388,7 +388,7 @@ def test_a_fluent_wrong_answer_fails_and_says_what_it_was(server):
 
 
 def test_an_answer_request_that_fails_is_named(server):
-    from ansible_collections.ascendai.vllm.plugins.module_utils.openai_probe import normalize_answers
+    from ansible_collections.ascendai.vllm.plugins.module_utils._openai_probe import normalize_answers
     server.behaviour = "http500"
     res = health_check(Endpoint(server.base_url, timeout=10), model="tiny", max_tokens=2,
                        answers=normalize_answers([{"prompt": "What is 2+2?", "expect": "4"}]))
@@ -407,6 +407,6 @@ def test_an_answer_request_that_fails_is_named(server):
     ([{"prompt": "x", "expect": "y", "max_tokens": True}], r"answers\[0\].max_tokens is True"),
 ])
 def test_bad_answer_entries_are_named(answers, message):
-    from ansible_collections.ascendai.vllm.plugins.module_utils.openai_probe import normalize_answers
+    from ansible_collections.ascendai.vllm.plugins.module_utils._openai_probe import normalize_answers
     with pytest.raises(ValueError, match=message):
         normalize_answers(answers)

@@ -4,7 +4,7 @@ prompt tokens as the server counted them."""
 from __future__ import annotations
 
 import pytest
-from ansible_collections.ascendai.vllm.plugins.module_utils.openai_probe import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._openai_probe import (
     Endpoint,
     build_payload,
     random_token_prompts,

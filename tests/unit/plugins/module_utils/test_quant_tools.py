@@ -1,8 +1,8 @@
-"""plugins/module_utils/quant_tools.py against every vllm-ascend release's own quantization guide.
+"""plugins/module_utils/_quant_tools.py against every vllm-ascend release's own quantization guide.
 
-tests/unit/fixtures/quant-tools/guides.json holds the lines of each release tag's guide (``git clone``, ``git
+plugins/module_utils/_generated/quant_guides.py holds the lines of each release tag's guide (``git clone``, ``git
 checkout``, ``pip install accelerate``, the ``cd example/...`` and the quantization command), read from the tags by
-tools/quant_tool_facts.py. Every tag must get the tool, branch, commit, script and arguments its guide gives.
+tools/generate/quant_tool_facts.py. Every tag must get the tool, branch, commit, script and arguments its guide gives.
 """
 
 from __future__ import annotations
@@ -15,17 +15,14 @@ import shlex
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ascendai.vllm.plugins.filter.quant_plan import quant_plan as quant_plan_filter
-from ansible_collections.ascendai.vllm.plugins.module_utils.quant_tools import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._generated.quant_guides import GUIDES
+from ansible_collections.ascendai.vllm.plugins.module_utils._quant_tools import (
     GUIDES_READ_UP_TO,
     ROWS,
     QuantToolError,
     find_row,
     quant_plan,
 )
-
-FIXTURE = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "quant-tools", "guides.json")
-with open(FIXTURE) as _handle:
-    GUIDES = json.load(_handle)
 
 WITH_GUIDE = sorted(t for t, g in GUIDES.items() if g)
 WITHOUT_GUIDE = sorted(t for t, g in GUIDES.items() if not g)
@@ -184,7 +181,9 @@ def test_filter():
 
 # msModelSlim's own README and script at its tag 26.0.0 (the tool of vllm-ascend v0.21.0rc1 and later), the lines
 # for DeepSeek-V3/R1 W8A8 (tests/unit/fixtures/quant-tools/msmodelslim-26.0.0-deepseek.json).
-with open(os.path.join(os.path.dirname(FIXTURE), "msmodelslim-26.0.0-deepseek.json"), encoding="utf-8") as _handle:
+_MSMODELSLIM = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "quant-tools",
+                            "msmodelslim-26.0.0-deepseek.json")
+with open(_MSMODELSLIM, encoding="utf-8") as _handle:
     MSMODELSLIM_DEEPSEEK = json.load(_handle)
 
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.ascendai.vllm.plugins.module_utils import roce_qos
-from ansible_collections.ascendai.vllm.plugins.module_utils.roce_qos import RoceQosError
+from ansible_collections.ascendai.vllm.plugins.module_utils import _roce_qos as roce_qos
+from ansible_collections.ascendai.vllm.plugins.module_utils._roce_qos import RoceQosError
 
 
 def test_defaults_match_ascend_hccl_defaults():

@@ -1,4 +1,4 @@
-"""Tests for module_utils/safetensors_convert.py.
+"""Tests for module_utils/_safetensors_convert.py.
 
 Bit-exactness is checked twice: against an independent reference built from CPython's own
 IEEE packing (struct 'e'/'f') and value comparisons, and (when installed) against torch's
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 np = pytest.importorskip("numpy")
 
-from ansible_collections.ascendai.vllm.plugins.module_utils import safetensors_convert as sc  # noqa: E402
+from ansible_collections.ascendai.vllm.plugins.module_utils import _safetensors_convert as sc  # noqa: E402
 
 BITS = {"F32": np.uint32, "F16": np.uint16, "BF16": np.uint16, "F64": np.uint64}
 NAMES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}

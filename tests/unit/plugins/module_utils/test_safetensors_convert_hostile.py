@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("numpy")
 
 from ansible.module_utils.testing import patch_module_args  # noqa: E402
-from ansible_collections.ascendai.vllm.plugins.module_utils import safetensors_convert as sc  # noqa: E402
+from ansible_collections.ascendai.vllm.plugins.module_utils import _safetensors_convert as sc  # noqa: E402
 from ansible_collections.ascendai.vllm.plugins.modules import model_convert  # noqa: E402
 
 F32_2x2 = struct.pack("<4f", 1.0, -2.0, 0.5, 3.25)

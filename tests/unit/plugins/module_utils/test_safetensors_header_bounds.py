@@ -11,7 +11,7 @@ import tracemalloc
 
 import pytest
 
-from ansible_collections.ascendai.vllm.plugins.module_utils import safetensors_convert as sc
+from ansible_collections.ascendai.vllm.plugins.module_utils import _safetensors_convert as sc
 
 HEADER_BYTES = 92_000_000
 PEAK_LIMIT = 64 << 20

@@ -1,4 +1,4 @@
-"""The service environment both deployment paths share (module_utils.service_env and its filter)."""
+"""The service environment both deployment paths share (module_utils._service_env and its filter)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ansible_collections.ascendai.vllm.plugins.filter.service_env import FilterModule
-from ansible_collections.ascendai.vllm.plugins.module_utils.service_env import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._service_env import (
     ServiceEnvError,
     service_env,
     visible_devices_value,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from ansible.errors import AnsibleFilterError
 from ansible_collections.ascendai.vllm.plugins.filter.systemd_quote import systemd_quote
-from ansible_collections.ascendai.vllm.plugins.module_utils.systemd_syntax import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._systemd_syntax import (
     SystemdSyntaxError,
     env_file,
     env_file_line,

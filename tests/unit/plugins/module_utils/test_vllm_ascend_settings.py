@@ -1,4 +1,4 @@
-"""vllm-ascend switches per release (module_utils.vllm_ascend_settings): which form of balance scheduling each
+"""vllm-ascend switches per release (module_utils._vllm_ascend_settings): which form of balance scheduling each
 vllm-ascend release reads, and the refusal of a form the node's release ignores.
 
 The expected table is vllm-ascend's own code at each tag
@@ -13,8 +13,8 @@ import json
 
 import pytest
 
-from ansible_collections.ascendai.vllm.plugins.module_utils import compat_matrix
-from ansible_collections.ascendai.vllm.plugins.module_utils.vllm_ascend_settings import (
+from ansible_collections.ascendai.vllm.plugins.module_utils import _compat_matrix as compat_matrix
+from ansible_collections.ascendai.vllm.plugins.module_utils._vllm_ascend_settings import (
     SETTINGS,
     SettingError,
     ascend_setting_problems,

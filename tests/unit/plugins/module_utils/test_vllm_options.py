@@ -1,4 +1,4 @@
-"""Tests for module_utils/vllm_options.py (the node-side check: tests/unit/plugins/modules/test_vllm_config_file.py)."""
+"""Tests for module_utils/_vllm_options.py (node-side check: tests/unit/plugins/modules/test_vllm_config_file.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from ansible_collections.ascendai.vllm.plugins.module_utils import vllm_options as vo
+from ansible_collections.ascendai.vllm.plugins.module_utils import _vllm_options as vo
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -1,8 +1,8 @@
 """Per-release vLLM options, checked against each release's own code.
 
-The inputs are the trimmed sources of each vLLM sdist in tests/unit/fixtures/vllm-releases (tools/vllm_release_facts.py
-``fetch`` writes them); the ``--config`` loader used below is the release's own FlexibleArgumentParser, executed from
-that source.
+The inputs are the trimmed sources of each vLLM sdist in tests/unit/fixtures/vllm-releases
+(tools/generate/vllm_release_facts.py ``fetch`` writes them); the ``--config`` loader used below is the release's
+own FlexibleArgumentParser, executed from that source.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import json
 import os
 import shlex
 
-import jinja2
 import pytest
 import yaml
-from ansible_collections.ascendai.vllm.plugins.module_utils import vllm_options as vo
-from ansible_collections.ascendai.vllm.plugins.module_utils.vllm_release_options import RELEASES
+from ansible_collections.ascendai.vllm.plugins.module_utils import _vllm_options as vo
+from ansible_collections.ascendai.vllm.plugins.module_utils._generated.vllm_release_options import RELEASES
+from ansible_collections.ascendai.vllm.tests.integration.test_support.playbook import template_text
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 
@@ -28,7 +28,7 @@ def _load(name, path):
     return module
 
 
-facts_tool = _load("vllm_release_facts", os.path.join(ROOT, "tools", "vllm_release_facts.py"))
+facts_tool = _load("vllm_release_facts", os.path.join(ROOT, "tools", "generate", "vllm_release_facts.py"))
 VERSIONS = facts_tool.fixture_versions()
 _FILES = {}
 
@@ -44,7 +44,7 @@ def _options(version):
 
 
 def test_committed_table_is_what_the_tool_reads_from_the_sdists():
-    with open(os.path.join(ROOT, "plugins", "module_utils", "vllm_release_options.py"), encoding="utf-8") as handle:
+    with open(facts_tool.OUTPUT, encoding="utf-8") as handle:
         committed = handle.read()
     assert facts_tool.render_module(facts_tool.all_facts()) == committed
 
@@ -99,10 +99,8 @@ def _service_argv(config_path, model="/m"):
     """The arguments the vllm_service start script passes to vLLM's CLI (its template, rendered): from ``serve``."""
     with open(os.path.join(ROOT, "roles", "vllm_service", "templates", "vllm-serve.sh.j2"), encoding="utf-8") as fh:
         line = [text for text in fh.read().splitlines() if text.startswith("exec ")][0]
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    env.filters["quote"] = shlex.quote
-    text = env.from_string(line).render(_vllm_service_cli_argv=["/venv/bin/vllm"], vllm_service_model_path=model,
-                                        _vllm_service_config=config_path)
+    text = template_text(line, {"_vllm_service_cli_argv": ["/venv/bin/vllm"], "vllm_service_model_path": model,
+                                "_vllm_service_config": config_path})
     argv = shlex.split(text)
     return argv[argv.index("serve"):]
 

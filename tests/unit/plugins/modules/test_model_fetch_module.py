@@ -9,7 +9,7 @@ import stat
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.ascendai.vllm.plugins.module_utils import bundle as bundle_utils
+from ansible_collections.ascendai.vllm.plugins.module_utils import _bundle as bundle_utils
 from ansible_collections.ascendai.vllm.plugins.modules import model_fetch
 from ansible_collections.ascendai.vllm.tests.unit.plugins.module_utils import test_model_fetch as helpers
 from ansible_collections.ascendai.vllm.tests.unit.plugins.module_utils.test_model_fetch import (

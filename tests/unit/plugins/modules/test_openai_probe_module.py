@@ -130,3 +130,44 @@ def test_bad_answers_fail_before_any_request(server):
     assert server.bodies == []
     kind, res = run({"base_url": server.base_url, "model": "tiny", "answers": [{"prompt": "x", "expect": "y"}]})
     assert kind is AnsibleFailJson and res["msg"].startswith("answers is checked in mode=health only")
+
+
+def _systemctl(monkeypatch, text, rc=0):
+    """systemctl show answers text; the argv it was called with is kept."""
+    calls = []
+
+    def fake(self, argv, **kwargs):
+        calls.append(argv)
+        return rc, text, ""
+    monkeypatch.setattr(openai_probe.AnsibleModule, "run_command", fake)
+    return calls
+
+
+CRASHING = "ActiveState=activating\nSubState=auto-restart\nResult=exit-code\nNRestarts=4\nExecMainStatus=1\n"
+
+
+def test_health_gate_names_a_unit_that_fails_at_every_start(monkeypatch, server):
+    calls = _systemctl(monkeypatch, CRASHING)
+    kind, res = run({"mode": "health", "base_url": server.base_url, "model": "deepseek", "unit": "vllm.service"})
+    assert kind is AnsibleFailJson and res["unit_stopped"] is True
+    assert "vllm.service stopped and was restarted 4 times (more than 3)" in res["msg"]
+    assert "journalctl -u vllm.service" in res["msg"] and res["unit_state"]["SubState"] == "auto-restart"
+    assert calls[0][:3] == ["systemctl", "show", "vllm.service"] and "--property=NRestarts" in calls[0]
+
+
+def test_health_gate_keeps_waiting_on_a_unit_that_is_starting(monkeypatch, server):
+    _systemctl(monkeypatch, CRASHING.replace("NRestarts=4", "NRestarts=1"))
+    kind, res = run({"mode": "health", "base_url": server.base_url, "model": "deepseek", "unit": "vllm.service"})
+    assert kind is AnsibleFailJson and res["unit_stopped"] is False
+    # systemctl failing (no systemd) is no reason to stop waiting either
+    _systemctl(monkeypatch, "", rc=1)
+    kind, res = run({"mode": "health", "base_url": server.base_url, "model": "deepseek", "unit": "vllm.service",
+                     "unit_max_restarts": 0})
+    assert kind is AnsibleFailJson and res["unit_stopped"] is False
+
+
+def test_a_healthy_gate_does_not_ask_systemd(monkeypatch, server):
+    calls = _systemctl(monkeypatch, CRASHING)
+    kind, res = run({"mode": "health", "base_url": server.base_url, "model": "tiny", "max_tokens": 2,
+                     "unit": "vllm.service"})
+    assert kind is AnsibleExitJson and calls == [] and "unit_stopped" not in res

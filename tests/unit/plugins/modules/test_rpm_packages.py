@@ -13,7 +13,7 @@ from ansible.module_utils.testing import patch_module_args
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.ascendai.vllm.plugins.module_utils.rpm_packages import (
+from ansible_collections.ascendai.vllm.plugins.module_utils._rpm_packages import (
     RpmSpecError, check_specs, install_argv, not_installed, query_argv)
 from ansible_collections.ascendai.vllm.plugins.modules import rpm_packages
 from ansible_collections.ascendai.vllm.tests.unit.plugins.test_support.module_harness import (

@@ -1,4 +1,4 @@
-"""ascendai.vllm.venv_info, formerly venv_state (module_utils/venv_state.py): the idempotence check and the
+"""ascendai.vllm.venv_info, formerly venv_state (module_utils/_venv_state.py): the idempotence check and the
 entry-point verification of the vllm role, run under the venv's own interpreter."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
-from ansible_collections.ascendai.vllm.plugins.module_utils import venv_state
+from ansible_collections.ascendai.vllm.plugins.module_utils import _venv_state as venv_state
 from ansible_collections.ascendai.vllm.plugins.modules import venv_info as venv_state_module
 from ansible_collections.ascendai.vllm.tests.unit.plugins.test_support.module_harness import run_module
 

@@ -2,7 +2,7 @@
 # Apache License 2.0 (see LICENSE or https://www.apache.org/licenses/LICENSE-2.0)
 """ascendai.vllm.vllm_config_file: the vllm_service role's config file, checked by the installed vLLM's own parser.
 
-It replaces roles/vllm_service/files/validate_config.py, a copy of module_utils/vllm_options that had
+It replaces roles/vllm_service/files/validate_config.py, a copy of module_utils/_vllm_options that had
 drifted: its unknown-option message lacked what to use instead of a removed option. The parser here is vLLM 0.32.0's
 CLI (its FlexibleArgumentParser from the sdist in tests/unit/fixtures/vllm-releases, with a ``serve`` sub-parser
 carrying that release's options), put where the module imports vLLM's.
@@ -20,15 +20,15 @@ import sys
 import pytest
 import yaml
 from ansible.module_utils.testing import patch_module_args
-from ansible_collections.ascendai.vllm.plugins.module_utils import vllm_options as vo
-from ansible_collections.ascendai.vllm.plugins.module_utils.vllm_release_options import RELEASES
+from ansible_collections.ascendai.vllm.plugins.module_utils import _vllm_options as vo
+from ansible_collections.ascendai.vllm.plugins.module_utils._generated.vllm_release_options import RELEASES
 from ansible_collections.ascendai.vllm.plugins.modules import vllm_config_file
 from ansible_collections.ascendai.vllm.tests.unit.plugins.test_support.module_harness import (
     AnsibleExitJson, AnsibleFailJson, patch_exits, patch_module)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 _spec = importlib.util.spec_from_file_location("vllm_release_facts",
-                                               os.path.join(ROOT, "tools", "vllm_release_facts.py"))
+                                               os.path.join(ROOT, "tools", "generate", "vllm_release_facts.py"))
 facts_tool = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(facts_tool)
 
