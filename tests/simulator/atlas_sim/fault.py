@@ -51,6 +51,8 @@ def apply(state, args):
         state["faults"]["installer_fail"] = True
     elif args.fault == "device-held":
         state["faults"]["device_held"] = args.ret
+    elif args.fault == "driver-floor":
+        state["faults"]["driver_floor"] = args.version
     elif args.fault == "clear":
         for card in state["npus"]:
             card["present"] = True
@@ -61,6 +63,7 @@ def apply(state, args):
         state.pop("fabric", None)
         state["faults"]["installer_fail"] = False
         state["faults"]["device_held"] = None
+        state["faults"].pop("driver_floor", None)
     return state
 
 
@@ -90,6 +93,9 @@ def parser():
     held = sub.add_parser("device-held", help="another process (a container) holds the NPUs: npu-smi's DCMI init "
                           "fails with -8020 (the device is used) or the generic -8005")
     held.add_argument("--ret", type=int, default=-8020, choices=[-8020, -8005])
+    floor = sub.add_parser("driver-floor", help="the cards' hardware anti-rollback (a CDR, HBM or flash rule of the "
+                           "driver package's run_driver_upgrade_check.sh) demands this driver version or later")
+    floor.add_argument("--version", required=True, help="e.g. 24.1.rc2.2 or 23.0.7")
     sub.add_parser("clear", help="remove every injected fault")
     return p
 

@@ -257,6 +257,53 @@ def relationship_check(log, opts, ok, question):
     return False
 
 
+def version_lt(first, second):
+    """run_driver_upgrade_check.sh version_lt: the first four dot-separated fields, numerically where both are
+    digits, else as strings; a missing field is smaller."""
+    one, two = first.split("."), second.split(".")
+    for i in range(4):
+        v1 = one[i] if i < len(one) else ""
+        v2 = two[i] if i < len(two) else ""
+        if v1 == v2:
+            continue
+        if not v1:
+            return True
+        if not v2:
+            return False
+        if (v1 + v2).isdigit():
+            return int(v1) < int(v2)
+        return v1 < v2
+    return False
+
+
+def anti_rollback(meta, opts, state, installed):
+    """The hardware anti-rollback interception (run_driver_upgrade_check.sh, called by the INSTALLED driver's
+    ascend_driver_config.sh stop before anything is removed, for --full, --run and --upgrade): a card whose CDR,
+    HBM or flash demands a newer driver refuses the package. The simulator keeps the demanded version
+    (atlas-sim-fault driver-floor); the two stdout lines are the script's logger_error -c (coloured, with a space
+    after the level), the others go to the log only (-q)."""
+    floor = (state.get("faults") or {}).get("driver_floor")
+    if not (installed and floor and opts["op"] in ("--full", "--run", "--upgrade")):
+        return
+    if not version_lt(meta["version"], floor):
+        return
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+    quiet = ["The driver version %s is not allowed in this device." % meta["version"],
+             "Installation is stopped by interception rules"]
+    loud = ["Version check does not match, please use %s or later." % floor,
+            "Driver upgrade failed, details in /var/log/ascend_seclog/ascend_install.log"]
+    for text in loud:
+        print("[Driver] [%s] [ERROR] %s%s%s" % (stamp, RED, text, RESET))
+    sys.stdout.flush()
+    try:
+        with open(st.path("/var/log/ascend_seclog/ascend_install.log"), "a") as handle:
+            for text in quiet[:1] + loud[:1] + quiet[1:] + loud[1:]:
+                handle.write("[Driver] [%s] [root] [ERROR] %s\n" % (stamp, text))
+    except OSError:
+        pass
+    raise Fail(1)
+
+
 def install_driver(meta, opts, state, log):
     path = opts["install_path"] or DEFAULT_PATH
     info_file = st.path("/etc/ascend_install.info")
@@ -298,6 +345,7 @@ def install_driver(meta, opts, state, log):
         if not confirm(log, opts["quiet"], question):
             log("INFO", "installation Stoped!")
             return 0
+    anti_rollback(meta, opts, state, installed)
     busy = [c["chip_id"] for card in state["npus"] for c in card["chips"] if c.get("processes")]
     # a device held open (atlas-sim-fault device-held) is what check_boot_status finds too (common.sh
     # checkUserDocker/setHotResetFlag fail while /dev/davinci* is open)

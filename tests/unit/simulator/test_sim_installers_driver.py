@@ -78,3 +78,35 @@ def test_device_held_stops_an_install_over_a_loaded_driver(node, packages):
     assert kv(node, "/usr/local/Ascend/driver/version.info")["Version"] == "24.1.rc3"
     assert node.tool("fault", "clear").returncode == 0
     assert run_pkg(node, packages["n+1"]["driver"], "--upgrade", "--quiet").returncode == 0
+
+
+def test_hardware_anti_rollback_refuses_an_older_driver_before_removing_anything(node, packages):
+    # run_driver_upgrade_check.sh (https://github.com/verylucky01/driver/blob/e29d066/scripts/package/custom/driver/
+    # common/scripts/run_driver_upgrade_check.sh): the installed driver's ascend_driver_config.sh stop runs it for
+    # --full, --run and --upgrade before the uninstall; a card whose CDR, HBM or flash demands a newer driver stops
+    # the installation with two coloured ERROR lines on stdout (show_version_suggestion, fail_exit), rc 1
+    node.add_user()
+    assert run_pkg(node, packages["n+1"]["driver"], *DRIVER_OPTS).returncode == 0
+    assert node.tool("fault", "driver-floor", "--version", "25.2.0").returncode == 0
+    for op in ("--upgrade", "--full"):
+        refused = run_pkg(node, packages["n"]["driver"], op, "--quiet")
+        assert refused.returncode == 1, refused.stdout
+        assert "[ERROR] \x1b[31mVersion check does not match, please use 25.2.0 or later.\x1b[0m" in refused.stdout
+        assert "Driver upgrade failed, details in /var/log/ascend_seclog/ascend_install.log" in refused.stdout
+        assert kv(node, "/usr/local/Ascend/driver/version.info")["Version"] == "25.5.1"
+    log = node.read("/var/log/ascend_seclog/ascend_install.log")
+    assert "The driver version 24.1.rc3 is not allowed in this device." in log
+    assert "Installation is stopped by interception rules" in log
+    # not older than the floor: the check passes (25.5.1 again, an equal version)
+    assert run_pkg(node, packages["n+1"]["driver"], "--upgrade", "--quiet").returncode == 0
+    assert node.tool("fault", "clear").returncode == 0
+    assert run_pkg(node, packages["n"]["driver"], "--upgrade", "--quiet").returncode == 0
+
+
+def test_version_lt_is_the_scripts():
+    from atlas_sim.installer import version_lt
+    assert version_lt("24.1.rc3", "24.1.rc2.2") is False  # 'rc3' > 'rc2' as strings
+    assert version_lt("24.1.rc2", "24.1.rc2.2") is True  # a missing field is smaller
+    assert version_lt("23.0.6", "23.0.7") is True
+    assert version_lt("23.0.10", "23.0.7") is False  # numerically where both are digits
+    assert version_lt("25.2.0", "25.2.0") is False
