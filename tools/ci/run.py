@@ -140,6 +140,9 @@ MOLECULE_BY_NAME_ONLY = {
     # A whole site.yml, a second venv and four vLLM restarts (about 30 min alone); it shares the default scenario's
     # bundle server port.
     "day_two": "upgrade, automatic and manual rollback: a second site.yml-sized scenario, beyond the CI's 45 min",
+    # Two nodes, a site.yml on the first and scale.yml on the second (two vLLM servers), then remove_node.yml; it
+    # shares the default scenario's bundle server port.
+    "scale": "scale.yml and remove_node.yml on two nodes: two site.yml-sized installs, beyond the CI's 45 min",
 }
 
 # The environment every stage gets; the Molecule lanes add theirs (molecule_env).
