@@ -137,8 +137,8 @@ MOLECULE_BY_NAME_ONLY = {
     # but a run from scratch beside other work timed out in verify at about 0.3 tokens/s; it joins the full run
     # once it is shown to fit beside the other lane.
     "pd": "prefill/decode over NixlConnector: not yet shown to fit beside the other lane in the CI's time",
-    # A whole site.yml, a second venv and four vLLM restarts (about 30 min alone); it shares the default scenario's
-    # bundle server port.
+    # Two site.yml runs, an upgrade, their idempotence, a second venv and four vLLM restarts (1400 s beside the
+    # integration stage); it shares the default scenario's bundle server port.
     "day_two": "upgrade, automatic and manual rollback: a second site.yml-sized scenario, beyond the CI's 45 min",
     # Two nodes, a site.yml on the first and scale.yml on the second (two vLLM servers), then remove_node.yml; it
     # shares the default scenario's bundle server port.
