@@ -140,8 +140,8 @@ MOLECULE_BY_NAME_ONLY = {
     # Two site.yml runs, an upgrade, their idempotence, a second venv and four vLLM restarts (1400 s beside the
     # integration stage); it shares the default scenario's bundle server port.
     "day_two": "upgrade, automatic and manual rollback: a second site.yml-sized scenario, beyond the CI's 45 min",
-    # Two nodes, a site.yml on the first and scale.yml on the second (two vLLM servers), then remove_node.yml; it
-    # shares the default scenario's bundle server port.
+    # Two nodes, a site.yml on the first and scale.yml on the second (two vLLM servers), then remove_node.yml (972 s
+    # alone); it shares the default scenario's bundle server port.
     "scale": "scale.yml and remove_node.yml on two nodes: two site.yml-sized installs, beyond the CI's 45 min",
 }
 
