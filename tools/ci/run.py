@@ -297,11 +297,14 @@ class Runner:
             self.banner(stream, STAGES[name].title)
             ok = self.sh(STAGES[name].command, stream) == 0
             if not ok:
-                stream.write(f"stage {name} FAILED\n")
+                # a stage the run stopped (another stage failed) did not fail itself: say which it was
+                stream.write(f"stage {name} stopped: the run was aborted by a failed stage\n" if self.aborted
+                             else f"stage {name} FAILED\n")
         with self.lock:
             self.results[name] = ok
             if row:
-                self.times.append((row if ok else f"{row}(failed)", str(round(time.monotonic() - start))))
+                mark = "" if ok else "(stopped)" if self.aborted else "(failed)"
+                self.times.append((row + mark, str(round(time.monotonic() - start))))
         if name == "molecule-prep":
             self.prep_done.set()
         return ok

@@ -167,6 +167,10 @@ def test_a_failed_foreground_stage_stops_the_run(stand_in, monkeypatch):
     assert "units ran" not in out
     assert "the background lane, stopped" in out
     assert ("lint(failed)", ) == tuple(row[0] for row in r.times if row[0].startswith("lint"))
+    # the background stage it stopped is not reported as a failure of its own
+    assert "stage bundle stopped: the run was aborted by a failed stage" in out
+    assert "stage bundle FAILED" not in out
+    assert ("bundle(bg)(stopped)", ) == tuple(row[0] for row in r.times if row[0].startswith("bundle"))
 
 
 def test_molecule_alone_runs_both_lanes_side_by_side(stand_in, monkeypatch):
