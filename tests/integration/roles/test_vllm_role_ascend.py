@@ -85,15 +85,17 @@ def write_vllm_sdist(directory, version):
             tar.addfile(info, io.BytesIO(data))
 
 
-def run_role(tmp_path, venv, wheelhouse, vllm_ascend):
+def run_role(tmp_path, venv, wheelhouse, vllm_ascend, play_vars=None, expect_ok=True):
     out = run_playbook(tmp_path, [{
         "name": "vllm ascend flavour", "hosts": "localhost", "gather_facts": False,
-        "vars": {"ansible_python_interpreter": sys.executable},
+        "vars": {"ansible_python_interpreter": sys.executable, **(play_vars or {})},
         "roles": [{"role": "ascendai.vllm.vllm", "vllm_flavour": "ascend", "vllm_ascend_version": vllm_ascend,
                    "vllm_venv": str(venv), "vllm_wheelhouse_src": "", "vllm_wheelhouse_dest": str(wheelhouse),
                    "vllm_venv_owner": str(os.getuid()), "vllm_venv_group": str(os.getgid()),
                    "vllm_pip_env": {"PIP_INDEX_URL": "http://192.0.2.1:9/simple"}}],
     }])
+    if not expect_ok:
+        return out
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
     recap = re.search(r"localhost\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=0\s+failed=0", out.stdout)
     assert recap, out.stdout[-2000:]
@@ -116,6 +118,19 @@ def python_for_row(vllm_ascend):
     return None
 
 
+def write_row_wheelhouse(wheelhouse, vllm_ascend, torch, torch_npu, vllm, decoys):
+    """Stand-ins of one row's packages in ``wheelhouse`` (made if missing)."""
+    wheelhouse.mkdir(exist_ok=True)
+    write_wheel(str(wheelhouse), "torch", torch, {"torch/__init__.py": f"__version__ = '{torch}'\n"})
+    for version in [torch_npu] + decoys:
+        write_wheel(str(wheelhouse), "torch-npu", version, {"torch_npu/__init__.py": ""}, requires=[f"torch=={torch}"])
+    # The published wheel's pins (Requires-Dist), which pip honours along with the role's.
+    write_wheel(str(wheelhouse), "vllm-ascend", vllm_ascend, {"vllm_ascend/__init__.py": "def register():\n    pass\n"},
+                entry_points="[vllm.platform_plugins]\nascend = vllm_ascend:register\n",
+                requires=[f"torch=={torch}", f"torch-npu=={torch_npu}"])
+    write_vllm_sdist(str(wheelhouse), vllm)
+
+
 # vllm-ascend release, torch, the wheel's torch-npu pin, vLLM, wheelhouse decoys of torch-npu that must not be taken
 ROWS = [
     ("0.23.0", "2.10.0", "2.10.0.post4", "0.23.0", ["2.14.0", "2.10.0.post6"]),
@@ -127,15 +142,7 @@ ROWS = [
 @pytest.mark.parametrize(("vllm_ascend", "torch", "torch_npu", "vllm", "decoys"), ROWS, ids=[r[0] for r in ROWS])
 def test_ascend_install_steps(tmp_path, vllm_ascend, torch, torch_npu, vllm, decoys):
     wheelhouse = tmp_path / "wheelhouse"
-    wheelhouse.mkdir()
-    write_wheel(str(wheelhouse), "torch", torch, {"torch/__init__.py": f"__version__ = '{torch}'\n"})
-    for version in [torch_npu] + decoys:
-        write_wheel(str(wheelhouse), "torch-npu", version, {"torch_npu/__init__.py": ""}, requires=[f"torch=={torch}"])
-    # The published wheel's pins (Requires-Dist), which pip honours along with the role's.
-    write_wheel(str(wheelhouse), "vllm-ascend", vllm_ascend, {"vllm_ascend/__init__.py": "def register():\n    pass\n"},
-                entry_points="[vllm.platform_plugins]\nascend = vllm_ascend:register\n",
-                requires=[f"torch=={torch}", f"torch-npu=={torch_npu}"])
-    write_vllm_sdist(str(wheelhouse), vllm)
+    write_row_wheelhouse(wheelhouse, vllm_ascend, torch, torch_npu, vllm, decoys)
     venv = tmp_path / "venv"
     subprocess.run([python_for_row(vllm_ascend), "-m", "venv", str(venv)], check=True)
 
@@ -193,3 +200,53 @@ def test_preflight_checks_the_glibc_of_an_aarch64_node(tmp_path, vllm_ascend, ca
         if not vllm_ascend:
             assert "vllm-ascend 0.18.0 (default: the newest final release with aarch64 wheels that install on " \
                 "glibc 2.28)" in " ".join(out.stdout.split())
+
+
+def installed_versions(venv):
+    listed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "list", "--format", "json"],
+                            capture_output=True, text=True, check=True).stdout
+    return {d["name"].lower().replace("_", "-"): d["version"] for d in json.loads(listed)}
+
+
+@pytest.mark.skipif(not os.path.exists(PLAYBOOK), reason="the toolchain venv has no ansible-playbook")
+@pytest.mark.parametrize("in_generation", [True, False], ids=["generation-venv", "site-venv"])
+def test_release_change_inside_a_generation_is_refused(tmp_path, in_generation):
+    """After upgrade.yml the serving venv is a generation's (<generation_root>/<name>/venv, named after its release).
+    A site.yml whose inventory still names another release must not install it there: refused, naming both releases
+    and both ways out, with nothing changed. A venv outside the generations (site.yml's own, before any upgrade) still
+    changes release in place."""
+    new, old = ROWS[0], ROWS[1]
+    python = python_for_row(old[0])
+    for row in (new, old):
+        low, high = (compat_matrix.find_row(row[0])[key] for key in ("python_min", "python_max"))
+        got = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        if not (tuple(map(int, low.split("."))) <= tuple(map(int, got.split("."))) <= tuple(map(int, high.split(".")))):
+            pytest.skip(f"no Python on PATH fits both rows {new[0]} and {old[0]}")
+    wheelhouse = tmp_path / "wheelhouse"
+    for row in (new, old):
+        write_row_wheelhouse(wheelhouse, *row)
+    gens = tmp_path / "generations"
+    venv = gens / f"vllm-ascend-{new[0]}" / "venv"
+    venv.parent.mkdir(parents=True)
+    (gens / "current").symlink_to(venv.parent.name)
+    subprocess.run([python, "-m", "venv", str(venv)], check=True)
+    record = {"ascendai_generation": {"root": str(gens if in_generation else tmp_path / "elsewhere"),
+                                      "current": venv.parent.name, "history": [venv.parent.name], "failed": []}}
+    facts = {"ansible_local": record}
+
+    run_role(tmp_path, venv, wheelhouse, new[0], facts)
+    assert installed_versions(venv)["vllm-ascend"] == new[0]
+
+    out = run_role(tmp_path, venv, wheelhouse, old[0], facts, expect_ok=in_generation is False)
+    if in_generation:
+        text = " ".join(out.stdout.split())
+        assert out.returncode != 0, out.stdout[-3000:]
+        assert f"holds vllm-ascend {new[0]}; the run asks for {old[0]}" in text, out.stdout[-3000:]
+        assert f"set vllm_ascend_version={new[0]} in the inventory" in text
+        assert "run playbooks/upgrade.yml" in text and "Nothing was changed" in text
+        assert "Install from the wheelhouse" not in out.stdout
+        assert installed_versions(venv)["vllm-ascend"] == new[0]
+    else:
+        assert out.returncode == 0, out.stdout[-3000:]
+        assert installed_versions(venv)["vllm-ascend"] == old[0]
