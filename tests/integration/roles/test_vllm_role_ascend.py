@@ -244,7 +244,7 @@ def test_release_change_inside_a_generation_is_refused(tmp_path, in_generation):
         assert out.returncode != 0, out.stdout[-3000:]
         assert f"holds vllm-ascend {new[0]}; the run asks for {old[0]}" in text, out.stdout[-3000:]
         assert f"set vllm_ascend_version={new[0]} in the inventory" in text
-        assert "run playbooks/upgrade.yml" in text and "Nothing was changed" in text
+        assert "run playbooks/upgrade.yml" in text and "The venv was not changed" in text
         assert "Install from the wheelhouse" not in out.stdout
         assert installed_versions(venv)["vllm-ascend"] == new[0]
     else:
