@@ -283,3 +283,74 @@ def test_the_check_finds_the_open_routes_of_vllm_without_the_front():
     open_without_key = sorted(p for p in routes if p not in OPEN and not p.startswith(guarded))
     assert {"/invocations", "/tokenize", "/detokenize", "/load", "/scale_elastic_ep", "/pooling",
             "/classify", "/score", "/rerank"} <= set(open_without_key)
+
+
+# --------------------------------------------------------------------------- several servers, one restarted
+class _BadGateway(_Backend):
+    """A node whose own front answers 502: its vLLM is restarting (the upgrade's switch)."""
+
+    def _answer(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        self.send_response(502)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_POST = _answer
+
+
+def _nginx_before(tmp, upstreams, **override):
+    """Start nginx with the role's configuration before ``upstreams``; (process, port)."""
+    port = _free_port()
+    conf = tmp / "front.conf"
+    conf.write_text(render(api_front_api_keys=[KEY], api_front_listen_address="127.0.0.1", api_front_port=port,
+                           api_front_upstreams=upstreams, _api_front_run_dir=str(tmp), _api_front_state_dir=str(tmp),
+                           _api_front_worker_user=_worker_user(), **override))
+    check = subprocess.run([NGINX, "-t", "-q", "-c", str(conf)], capture_output=True, text=True, check=False)
+    assert check.returncode == 0, check.stderr
+    proc = subprocess.Popen([NGINX, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.05)
+    return proc, port
+
+
+@needs_nginx
+@pytest.mark.parametrize("down", ["refused", "502"])
+def test_a_front_before_several_nodes_sends_a_completion_to_the_one_that_serves(tmp_path, down):
+    """The shared front (role shared_front: api_front_next_upstream [error, timeout, http_502, http_503,
+    non_idempotent]) before two nodes, one of them down: its port closed (its own front drained) or answering 502
+    (its own front up, its vLLM restarting). Every POST reaches the serving node. With nginx's own rule (the node
+    fronts' setting) some POSTs fail: the test would catch a configuration that does not retry."""
+    good = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Backend)
+    bad = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _BadGateway) if down == "502" else None
+    for server in (good, bad):
+        if server:
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+    bad_address = f"127.0.0.1:{bad.server_address[1]}" if bad else f"127.0.0.1:{_free_port()}"
+    upstreams = [bad_address, f"127.0.0.1:{good.server_address[1]}"]
+    results = {}
+    for setting in ("retry", "default"):
+        tmp = tmp_path / setting
+        tmp.mkdir()
+        override = ({"api_front_next_upstream": ["error", "timeout", "http_502", "http_503", "non_idempotent"],
+                     "api_front_next_upstream_tries": 2} if setting == "retry" else {})
+        text = render(api_front_upstreams=upstreams, **override)
+        assert ("proxy_next_upstream error timeout http_502 http_503 non_idempotent;" in text) == (setting == "retry")
+        assert ("proxy_request_buffering on;" in text) == (setting == "retry")
+        proc, port = _nginx_before(tmp, upstreams, **override)
+        try:
+            results[setting] = [_request(port, "POST", "/v1/completions", key=f"Bearer {KEY}")[0] for _ in range(12)]
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+    for server in (good, bad):
+        if server:
+            server.shutdown()
+    assert results["retry"] == [200] * 12, results
+    if down == "502":
+        assert 502 in results["default"], results
