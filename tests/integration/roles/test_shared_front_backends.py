@@ -26,7 +26,7 @@ def _inventory(nodes):
 
 
 def _run(tmp_path, nodes, role_vars=None):
-    nodes = dict(nodes, **{"ray-w": {"ansible_host": "10.0.0.9", "vllm_service_api_key": KEY}})
+    nodes = dict(nodes, **{"ray-w": {"shared_front_node_address": "10.0.0.9", "vllm_service_api_key": KEY}})
     play = [{"name": "shared front", "hosts": "shared_front", "gather_facts": False, "tasks": [
         {"name": "The role", "ansible.builtin.import_role": {"name": "ascendai.vllm.shared_front"},
          "vars": role_vars or {}},
@@ -41,19 +41,22 @@ def _run(tmp_path, nodes, role_vars=None):
 
 def test_every_serving_node_but_ray_workers_is_a_backend_at_its_front(tmp_path):
     rc, out, endpoint = _run(tmp_path, {
-        "node-a": {"ansible_host": "10.0.0.1", "vllm_service_api_key": KEY},
-        "node-b": {"ansible_host": "10.0.0.2", "vllm_service_api_key": KEY, "vllm_service_port": 8443},
-        "node-c": {"vllm_service_api_key": KEY}})
+        "node-a": {"shared_front_node_address": "10.0.0.1", "vllm_service_api_key": KEY},
+        "node-b": {"shared_front_node_address": "10.0.0.2", "vllm_service_api_key": KEY, "vllm_service_port": 8443},
+        # no address given: its default IPv4 address, read from its facts (this machine's, through a local connection)
+        "node-c": {"vllm_service_api_key": KEY, "ansible_connection": "local"}})
     assert rc == 0, out[-3000:]
-    assert endpoint["backends"] == ["10.0.0.1:8000", "10.0.0.2:8443", "node-c:8000"]
+    assert endpoint["backends"][:2] == ["10.0.0.1:8000", "10.0.0.2:8443"]
+    assert re.fullmatch(r"(\d{1,3}\.){3}\d{1,3}:8000", endpoint["backends"][2]), endpoint
+    assert endpoint["backends"][2] != "node-c:8000"
     assert endpoint["url"] == "http://localhost:8080" and endpoint["unit"] == "ascendai-shared-front.service"
     assert KEY not in out
 
 
 def test_removed_nodes_are_left_out(tmp_path):
     rc, out, endpoint = _run(tmp_path, {
-        "node-a": {"ansible_host": "10.0.0.1", "vllm_service_api_key": KEY},
-        "node-b": {"ansible_host": "10.0.0.2", "vllm_service_api_key": KEY}},
+        "node-a": {"shared_front_node_address": "10.0.0.1", "vllm_service_api_key": KEY},
+        "node-b": {"shared_front_node_address": "10.0.0.2", "vllm_service_api_key": KEY}},
         {"shared_front_exclude": ["node-b"]})
     assert rc == 0, out[-3000:]
     assert endpoint["backends"] == ["10.0.0.1:8000"]
@@ -65,8 +68,8 @@ def test_removed_nodes_are_left_out(tmp_path):
 ])
 def test_nodes_without_one_shared_key_are_refused_without_showing_it(tmp_path, keys, why):
     rc, out, _endpoint = _run(tmp_path, {
-        "node-a": {"ansible_host": "10.0.0.1", "vllm_service_api_key": keys[0]},
-        "node-b": {"ansible_host": "10.0.0.2", "vllm_service_api_key": keys[1]}})
+        "node-a": {"shared_front_node_address": "10.0.0.1", "vllm_service_api_key": keys[0]},
+        "node-b": {"shared_front_node_address": "10.0.0.2", "vllm_service_api_key": keys[1]}})
     text = " ".join(out.split())
     assert rc != 0, out[-3000:]
     assert "the nodes behind the shared front (node-a, node-b) need one API key" in text
@@ -75,7 +78,7 @@ def test_nodes_without_one_shared_key_are_refused_without_showing_it(tmp_path, k
 
 
 def test_given_keys_need_no_node_key(tmp_path):
-    rc, out, endpoint = _run(tmp_path, {"node-a": {"ansible_host": "10.0.0.1"}},
+    rc, out, endpoint = _run(tmp_path, {"node-a": {"shared_front_node_address": "10.0.0.1"}},
                              {"shared_front_api_keys": ["front-key-1"]})
     assert rc == 0, out[-3000:]
     assert endpoint["backends"] == ["10.0.0.1:8000"]
@@ -83,8 +86,8 @@ def test_given_keys_need_no_node_key(tmp_path):
 
 def test_a_node_front_with_tls_is_refused(tmp_path):
     rc, out, _endpoint = _run(tmp_path, {
-        "node-a": {"ansible_host": "10.0.0.1", "vllm_service_api_key": KEY},
-        "node-b": {"ansible_host": "10.0.0.2", "vllm_service_api_key": KEY,
+        "node-a": {"shared_front_node_address": "10.0.0.1", "vllm_service_api_key": KEY},
+        "node-b": {"shared_front_node_address": "10.0.0.2", "vllm_service_api_key": KEY,
                    "api_front_tls_certificate": "/etc/pki/node.pem"}})
     text = " ".join(out.split())
     assert rc != 0, out[-3000:]
@@ -92,7 +95,7 @@ def test_a_node_front_with_tls_is_refused(tmp_path):
 
 
 def test_no_serving_node_left_is_refused(tmp_path):
-    rc, out, _endpoint = _run(tmp_path, {"node-a": {"ansible_host": "10.0.0.1", "vllm_service_api_key": KEY}},
+    rc, out, _endpoint = _run(tmp_path, {"node-a": {"shared_front_node_address": "10.0.0.1", "vllm_service_api_key": KEY}},
                               {"shared_front_exclude": ["node-a"]})
     assert rc != 0, out[-3000:]
     assert "no backend: shared_front_backends is empty and the group ascend" in " ".join(out.split())
