@@ -50,7 +50,8 @@ def run(args, client, clock=time.monotonic, sleep=time.sleep, wall=time.time):
                              "status": 200, "error": "" if ok else "no tokens"})
         except Exception as exc:  # noqa: BLE001 - every failure is recorded, with its kind
             requests.append({"start": started, "seconds": round(clock() - t0, 4), "ok": False,
-                             "status": getattr(exc, "status_code", None), "error": f"{type(exc).__name__}: {exc}"[:300]})
+                             "status": getattr(exc, "status_code", None),
+                             "error": f"{type(exc).__name__}: {exc}"[:300]})
         sleep(args.interval)
     return requests
 

@@ -95,7 +95,8 @@ def test_a_node_front_with_tls_is_refused(tmp_path):
 
 
 def test_no_serving_node_left_is_refused(tmp_path):
-    rc, out, _endpoint = _run(tmp_path, {"node-a": {"shared_front_node_address": "10.0.0.1", "vllm_service_api_key": KEY}},
+    rc, out, _endpoint = _run(tmp_path, {"node-a": {"shared_front_node_address": "10.0.0.1",
+                                                    "vllm_service_api_key": KEY}},
                               {"shared_front_exclude": ["node-a"]})
     assert rc != 0, out[-3000:]
     assert "no backend: shared_front_backends is empty and the group ascend" in " ".join(out.split())

@@ -11,7 +11,8 @@ import types
 import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-SPEC = importlib.util.spec_from_file_location("request_stream", os.path.join(ROOT, "tests", "tools", "request_stream.py"))
+SPEC = importlib.util.spec_from_file_location("request_stream",
+                                              os.path.join(ROOT, "tests", "tools", "request_stream.py"))
 stream = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(stream)
 
@@ -39,7 +40,8 @@ def _args(tmp_path, **kw):
 
 
 def test_it_stops_at_the_stop_file_and_counts_every_failure(tmp_path):
-    client = _Client(["ok", ConnectionError("refused"), "empty", "ok"], stop_file=str(tmp_path / "stop"), stop_after=6)
+    client = _Client(["ok", ConnectionError("refused"), "empty", "ok"], stop_file=str(tmp_path / "stop"),
+                     stop_after=6)
     requests = stream.run(_args(tmp_path), client, sleep=lambda _s: None)
     assert len(requests) == 6
     result = stream.summary(requests)
