@@ -36,7 +36,8 @@ class _Client:
 
 
 def _args(tmp_path, **kw):
-    return argparse.Namespace(**dict({"model": "m", "max": 50, "interval": 0, "stop_file": str(tmp_path / "stop")}, **kw))
+    base = {"model": "m", "max": 50, "interval": 0, "stop_file": str(tmp_path / "stop")}
+    return argparse.Namespace(**dict(base, **kw))
 
 
 def test_it_stops_at_the_stop_file_and_counts_every_failure(tmp_path):
