@@ -122,14 +122,13 @@ NEEDS = {
 # 615 s) in the foreground, the Molecule preparation, bundle (60) and kunpeng (401) in the background. With model in
 # lane b, lane a ended 120 s before lane b.
 # The host ports each scenario's prepare.yml serves the bundle on are distinct otherwise (18766 model,
-# 18767 ascend_upgrade, 18771 ascend_stack, 18772 deepseek_v3, 18773 kylin_v10, 18774 openeuler).
+# 18767 ascend_upgrade, 18771 ascend_stack, 18772 deepseek_v3, 18773 kylin_v10, 18774 openeuler, 18775 day_two,
+# 18776 scale).
 # The two RPM-node scenarios (each a whole site.yml, like default) go one to each lane. Measured beside stress-ng:
 # lane a 1534 s after about 850 s of checks, lane b about 1230 s after about 560 s of bundle, kunpeng and
 # rpm-nodes, and it waited for nothing. default then grew by about 130 s (a real model, served and asked), so
 # ascend_stack and ascend_faults (about 100 s each) go back to lane b.
-MOLECULE_LANE_A = ["default", "controller14", "model", "cann_generations", "python_tarball", "kylin_v10",
-                   # by name only (below); in lane a because it shares default's bundle server port
-                   "day_two"]
+MOLECULE_LANE_A = ["default", "controller14", "model", "cann_generations", "python_tarball", "kylin_v10"]
 
 # Scenarios the full run leaves out; they run when MOLECULE_SCENARIOS names them. Each with the reason.
 MOLECULE_BY_NAME_ONLY = {
@@ -137,11 +136,12 @@ MOLECULE_BY_NAME_ONLY = {
     # but a run from scratch beside other work timed out in verify at about 0.3 tokens/s; it joins the full run
     # once it is shown to fit beside the other lane.
     "pd": "prefill/decode over NixlConnector: not yet shown to fit beside the other lane in the CI's time",
-    # Two site.yml runs, an upgrade, their idempotence, a second venv and four vLLM restarts (1400 s beside the
-    # integration stage); it shares the default scenario's bundle server port.
+    # site.yml and its idempotence, then upgrade.yml to the next release, site.yml twice, a broken upgrade and
+    # rollback.yml: a second venv and several vLLM restarts (1400 s beside the integration stage, before the release
+    # change).
     "day_two": "upgrade, automatic and manual rollback: a second site.yml-sized scenario, beyond the CI's 45 min",
-    # Two nodes, a site.yml on the first and scale.yml on the second (two vLLM servers), then remove_node.yml (972 s
-    # alone); it shares the default scenario's bundle server port.
+    # Two nodes, a site.yml on the first and scale.yml on the second (two vLLM servers), a rolling upgrade of both
+    # under a stream of requests, then remove_node.yml (972 s alone before the upgrade was added).
     "scale": "scale.yml and remove_node.yml on two nodes: two site.yml-sized installs, beyond the CI's 45 min",
 }
 
