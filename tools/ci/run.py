@@ -51,9 +51,9 @@ STAGES = {
     "units": Stage("pytest units", """
         command -v promtool >/dev/null 2>&1 || echo "promtool missing: the alert-rule checks are skipped (stage host)"
         [[ -x /usr/sbin/nginx ]] || echo "nginx missing: the API front's route checks are skipped (stage host)"
-        python -m pytest -q tests/unit"""),
+        python -m pytest -q --durations=10 tests/unit"""),
     "integration": Stage("pytest integration (ansible-playbook on this machine: roles, playbooks)",
-                         "python -m pytest -q tests/integration"),
+                         "python -m pytest -q --durations=15 tests/integration"),
     "sanity": Stage("ansible-test sanity", 'tools/ci/sanity.sh "$PWD" "$PWD/build/act"'),
     # The checkout, not a copy some earlier tool installed under ~/.ansible/collections.
     "ansible-lint": Stage("ansible-lint --profile production", 'ANSIBLE_COLLECTIONS_PATH="$PWD/.cache/collections" '
