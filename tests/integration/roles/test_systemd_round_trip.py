@@ -222,8 +222,13 @@ def test_vllm_unit_paths_read_back_exactly_or_are_refused(systemd, config_dir):
         assert "vllm_service_config_dir" in str(exc)
         return
     props = systemd.unit_properties(unit, ("Service", "EnvironmentFiles"), ("Service", "ExecStart"),
-                                    ("Service", "ExecStartPre"), ("Service", "WorkingDirectory"))
+                                    ("Service", "ExecStartPre"), ("Service", "WorkingDirectory"),
+                                    ("Service", "CacheDirectory"), ("Service", "Environment"))
     assert props["LoadState"] == "loaded"
+    # torch's inductor cache in the service's own cache directory, not in a /tmp that may be noexec
+    assert props["CacheDirectory"] == ["vllm"]
+    assert props["Environment"] == ["TORCHINDUCTOR_CACHE_DIR=/var/cache/vllm/torchinductor",
+                                    "TRITON_CACHE_DIR=/var/cache/vllm/triton"]
     assert props["EnvironmentFiles"] == [[f"{config_dir}/vllm.env", False], [f"{config_dir}/vllm.secret.env", True]]
     assert props["ExecStart"][0][:2] == ["/bin/bash", ["/bin/bash", "/usr/local/libexec/ascendai/vllm-serve"]]
     assert props["ExecStartPre"] == [] and props["WorkingDirectory"] == "/var/lib/vllm"
