@@ -238,7 +238,7 @@ def test_release_change_inside_a_generation_is_refused(tmp_path, in_generation):
     run_role(tmp_path, venv, wheelhouse, new[0], facts)
     assert installed_versions(venv)["vllm-ascend"] == new[0]
 
-    out = run_role(tmp_path, venv, wheelhouse, old[0], facts, expect_ok=in_generation is False)
+    out = run_role(tmp_path, venv, wheelhouse, old[0], facts, expect_ok=False)
     if in_generation:
         text = " ".join(out.stdout.split())
         assert out.returncode != 0, out.stdout[-3000:]
