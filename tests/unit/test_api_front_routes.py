@@ -344,7 +344,8 @@ def test_a_front_before_several_nodes_sends_a_completion_to_the_one_that_serves(
         assert ("proxy_request_buffering on;" in text) == (setting == "retry")
         proc, port = _nginx_before(tmp, upstreams, **override)
         try:
-            results[setting] = [_request(port, "POST", "/v1/completions", key=f"Bearer {KEY}")[0] for _attempt in range(12)]
+            results[setting] = [_request(port, "POST", "/v1/completions", key=f"Bearer {KEY}")[0]
+                                for _attempt in range(12)]
         finally:
             proc.terminate()
             proc.wait(timeout=10)
