@@ -73,7 +73,9 @@ def main(argv=None):
         key = handle.read().strip()
     client = openai.OpenAI(base_url=args.url, api_key=key, max_retries=0, timeout=args.timeout)
     requests = run(args, client)
-    result = dict(summary(requests), url=args.url, requests=requests)
+    # whether the stream covered the whole of what it ran beside: it stopped at the stop file, not at its bound
+    stopped_by = "stop-file" if args.stop_file and os.path.exists(args.stop_file) else "max"
+    result = dict(summary(requests), url=args.url, stopped_by=stopped_by, requests=requests)
     with open(args.out, "w", encoding="utf-8") as handle:
         json.dump(result, handle, indent=1)
     print(json.dumps({k: v for k, v in result.items() if k != "requests"}))

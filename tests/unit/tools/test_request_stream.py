@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
+import sys
 import types
 
 import pytest
@@ -66,3 +68,20 @@ def test_a_stop_file_present_at_start_still_lets_one_request_go(tmp_path):
     (list(range(1, 201)), 0.99, 198), ([3, 1, 2], 0.99, 3)])
 def test_percentiles_are_nearest_rank(values, fraction, want):
     assert stream.percentile(values, fraction) == want
+
+
+def test_the_result_says_whether_the_stop_file_or_the_bound_ended_it(tmp_path, monkeypatch):
+    """main(): 'stop-file' when the stream ran until told (it covered what it ran beside), 'max' at its bound."""
+    key = tmp_path / "key"
+    key.write_text("k\n")
+    for stop_after, want in ((3, "stop-file"), (None, "max")):
+        out = tmp_path / f"out-{want}.json"
+        client = _Client(["ok"], stop_file=str(tmp_path / f"stop-{want}"), stop_after=stop_after)
+        fake_openai = types.SimpleNamespace(OpenAI=lambda c=client, **_kw: c)
+        monkeypatch.setitem(sys.modules, "openai", fake_openai)
+        monkeypatch.setattr(stream.time, "sleep", lambda _s: None)
+        stream.main(["--url", "http://x/v1", "--key-file", str(key), "--model", "m", "--out", str(out),
+                     "--stop-file", str(tmp_path / f"stop-{want}"), "--max", "5", "--interval", "0"])
+        result = json.loads(out.read_text())
+        assert result["stopped_by"] == want, result
+        assert result["sent"] == (3 if want == "stop-file" else 5)
