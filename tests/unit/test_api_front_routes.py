@@ -132,6 +132,16 @@ def _free_port():
         return sock.getsockname()[1]
 
 
+def _wait_for_port(port, timeout=10):
+    """Until something listens on 127.0.0.1:port (nginx after its start), at most ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+
+
 def _worker_user():
     """The Debian account of the role's vars where it exists (as root nginx switches its workers to it), else
     this user's (nginx ignores the directive when it does not run as root)."""
@@ -161,12 +171,7 @@ def front(tmp_path_factory):
     assert check.returncode == 0, check.stderr
     log = open(tmp / "nginx.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen([NGINX, "-c", str(conf)], stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.05)
+    _wait_for_port(port)
     try:
         yield port
     finally:
@@ -310,12 +315,7 @@ def _nginx_before(tmp, upstreams, **override):
     check = subprocess.run([NGINX, "-t", "-q", "-c", str(conf)], capture_output=True, text=True, check=False)
     assert check.returncode == 0, check.stderr
     proc = subprocess.Popen([NGINX, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.05)
+    _wait_for_port(port)
     return proc, port
 
 
