@@ -267,7 +267,9 @@ def plan(config_json, dtype="auto", tensor_parallel_size=1, hbm_gib_per_npu=None
         raise PlanError("give hbm_gib_per_npu (64 on 910B1/B2/B3, 32 on 910B4) or an explicit kv_cache_bytes")
 
     warnings = []
-    max_positions = config.get("max_position_embeddings")
+    # Every number read from config.json goes through _need or _cfg_int: a value of the wrong type becomes a
+    # PlanError naming the field, never a TypeError in a comparison (hypothesis found '0' here).
+    max_positions = _cfg_int(config, "max_position_embeddings")
     if max_model_len is None:
         if not max_positions:
             raise PlanError("max_model_len is not given and config.json has no max_position_embeddings")

@@ -33,11 +33,17 @@ ansible-galaxy collection install --offline --no-deps -p "$COLLECTIONS" /tmp/dis
 ANSIBLE_COLLECTIONS_PATH=$COLLECTIONS ansible-galaxy collection list awx.awx 2>/dev/null | tail -1
 
 failed=()
-step() {  # step NAME COMMAND...: run it, remember a failure, go on with the next check
-  local name=$1
+failed_tails=()
+STEP_LOG=/tmp/controller14-step.log
+step() {  # step NAME COMMAND...: run it, remember a failure (and its last lines), go on with the next check
+  local name=$1 rc=0
   shift
   banner "$name"
-  if "$@"; then echo "controller14: $name passed"; else failed+=("$name"); echo "controller14: $name FAILED"; fi
+  "$@" 2>&1 | tee "$STEP_LOG" || rc=$?
+  if [[ $rc -eq 0 ]]; then echo "controller14: $name passed"; return 0; fi
+  failed+=("$name")
+  failed_tails+=("--- $name: its last lines"$'\n'"$(tail -n 10 "$STEP_LOG" | cut -c1-160)")
+  echo "controller14: $name FAILED"
 }
 
 syntax_checks() {
@@ -64,7 +70,11 @@ checks() {
       tests/unit/plugins tests/integration/awx tests/unit/test_sanity_ignores.py tests/unit/test_sources_in_project.py \
       tests/unit/tools/test_gen_role_docs.py tests/unit/tools/test_awx_job.py tests/integration/roles/test_offline_bundle_awx.py
   step "ansible-test sanity (ansible-core $(python3 -c 'import ansible; print(ansible.__version__)'))" sanity
-  [[ ${#failed[@]} -eq 0 ]] || { echo "controller14: FAILED: ${failed[*]}"; return 1; }
+  [[ ${#failed[@]} -eq 0 ]] && return 0
+  # CI keeps the output's tail: each failed check's last lines again, the list last.
+  printf '%s\n' "${failed_tails[@]}"
+  echo "controller14: FAILED: ${failed[*]}"
+  return 1
 }
 
 sanity() {

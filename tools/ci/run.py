@@ -19,6 +19,7 @@ Molecule scenario's failed task (tools/ci/failure-digest.awk).
 from __future__ import annotations
 
 import argparse
+import collections
 import fcntl
 import glob
 import os
@@ -148,6 +149,11 @@ MOLECULE_BY_NAME_ONLY = {
     "scale": "scale.yml and remove_node.yml on two nodes: two site.yml-sized installs, beyond the CI's 45 min",
 }
 
+# A failed stage's last lines, printed again after the stage-time table: CI keeps only the output's tail (about
+# 4,600 characters were shown for the run of 03e8917, which ended in a failed stage whose cause had scrolled away).
+TAIL_LINES = 25
+TAIL_WIDTH = 160
+
 # The environment every stage gets; the Molecule lanes add theirs (molecule_env).
 ENV = {"ANSIBLE_FORCE_COLOR": "0", "PY_COLORS": "0", "NO_COLOR": "1"}
 
@@ -244,6 +250,7 @@ class Runner:
         self.lane_a: list[str] = []
         self.lane_b: list[str] = []
         self.molecule_ready = False
+        self.stage_failures: list[str] = []  # each failed stage's last lines, for the end of the output
 
     # -- output --------------------------------------------------------------------------------------------------
     @staticmethod
@@ -259,20 +266,29 @@ class Runner:
         if self.molecule_times and os.path.isfile(failures):
             with open(failures, encoding="utf-8", errors="replace") as fh:
                 lines.append(fh.read().rstrip("\n"))
+        lines += self.stage_failures
         self.out.write("\n".join(lines) + "\n")
         self.out.flush()
 
     # -- processes -----------------------------------------------------------------------------------------------
-    def sh(self, command: str, stream, env=None) -> int:
-        """Run a bash snippet in the repository root; its output to `stream` (a file, or this process's stdout)."""
+    def sh(self, command: str, stream, env=None, tail: collections.deque | None = None) -> int:
+        """Run a bash snippet in the repository root; its output to `stream` (a file, or this process's stdout),
+        and its last lines into `tail` when one is given."""
         if self.aborted:
             raise Aborted
         stream.flush()
-        proc = subprocess.Popen(["bash", "-c", "set -euo pipefail\n" + command], cwd=ROOT, stdout=stream,
-                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        proc = subprocess.Popen(["bash", "-c", "set -euo pipefail\n" + command], cwd=ROOT,
+                                stdout=stream if tail is None else subprocess.PIPE, stderr=subprocess.STDOUT,
+                                env=env, start_new_session=True)
         with self.lock:
             self.children.add(proc)
         try:
+            if tail is not None:
+                for raw in proc.stdout:
+                    line = raw.decode("utf-8", errors="replace")
+                    stream.write(line)
+                    stream.flush()
+                    tail.append(line.rstrip("\n")[:TAIL_WIDTH])
             return proc.wait()
         finally:
             with self.lock:
@@ -298,11 +314,15 @@ class Runner:
             ok = False
         else:
             self.banner(stream, STAGES[name].title)
-            ok = self.sh(STAGES[name].command, stream) == 0
+            tail: collections.deque = collections.deque(maxlen=TAIL_LINES)
+            ok = self.sh(STAGES[name].command, stream, tail=tail) == 0
             if not ok:
                 # a stage the run stopped (another stage failed) did not fail itself: say which it was
                 stream.write(f"stage {name} stopped: the run was aborted by a failed stage\n" if self.aborted
                              else f"stage {name} FAILED\n")
+                if not self.aborted:
+                    with self.lock:
+                        self.stage_failures.append(f"--- stage {name}: its last lines\n" + "\n".join(tail))
         with self.lock:
             self.results[name] = ok
             if row:
@@ -346,11 +366,14 @@ class Runner:
                     stream.write(fh.read())
             except FileNotFoundError:
                 stream.write(f"{log} is gone: something else emptied {self.logdir} during this run\n")
-            stream.write(f"molecule scenario {name} {'passed in' if rc == 0 else 'FAILED after'} {secs} s\n")
+            verdict = "passed in" if rc == 0 else "stopped after" if self.aborted else "FAILED after"
+            stream.write(f"molecule scenario {name} {verdict} {secs} s\n")
             stream.flush()
+        stopped = rc != 0 and self.aborted  # killed because another stage failed: no failure of its own
         with self.lock:
-            self.molecule_times.append(f"  molecule/{name}{'' if rc == 0 else '(FAILED)'} {secs}")
-            if rc != 0:
+            self.molecule_times.append(f"  molecule/{name}{'' if rc == 0 else '(stopped)' if stopped else '(FAILED)'}"
+                                       f" {secs}")
+            if rc != 0 and not stopped:
                 # What failed, for the end of the output (CI keeps only its tail, and a lane's log is printed whole
                 # before it).
                 digest = subprocess.run(["awk", "-f", "tools/ci/failure-digest.awk", log], cwd=ROOT,

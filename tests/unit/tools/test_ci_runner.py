@@ -100,6 +100,7 @@ def stand_in(monkeypatch, tmp_path):
     bin_dir.mkdir()
     (bin_dir / "molecule").write_text('#!/bin/sh\necho "TASK [the $3 task]"\n'
                                       '[ "$3" != broken ] || { echo "fatal: [node]: FAILED! => boom"; exit 2; }\n'
+                                      '[ "$3" != slow ] || sleep 60\n'
                                       'echo "$3 ok"\n')
     (bin_dir / "molecule").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
@@ -171,6 +172,23 @@ def test_a_failed_foreground_stage_stops_the_run(stand_in, monkeypatch):
     assert "stage bundle stopped: the run was aborted by a failed stage" in out
     assert "stage bundle FAILED" not in out
     assert ("bundle(bg)(stopped)", ) == tuple(row[0] for row in r.times if row[0].startswith("bundle"))
+    # CI keeps the output's tail: the failed stage's last lines come again after the table, the stopped one's not
+    table_part = out[out.rindex("stage     "):]
+    assert "--- stage lint: its last lines\nlint failed" in table_part
+    assert "--- stage bundle" not in table_part
+
+
+def test_a_scenario_stopped_by_a_failed_stage_is_no_failure_of_its_own(stand_in, monkeypatch):
+    table, runner = stand_in
+    table(**{"molecule-prep": "echo prep", "bundle": "echo bundle", "kunpeng": "echo kunpeng",
+             "rpm-nodes": "echo rpm", "lint": "sleep 3; echo lint failed; exit 3"})
+    monkeypatch.setenv("MOLECULE_SCENARIOS", "slow")
+    r = runner()
+    assert r.run(["background-start", "lint", "background-wait"]) == 1
+    out = _text(r)
+    table_part = out[out.rindex("stage     "):]
+    assert "molecule/slow(stopped)" in table_part and "(FAILED)" not in table_part
+    assert "--- molecule/slow" not in table_part and "molecule scenario slow stopped after" in out
 
 
 def test_molecule_alone_runs_both_lanes_side_by_side(stand_in, monkeypatch):

@@ -7,7 +7,7 @@ import os
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from ansible_collections.ascendai.vllm.plugins.module_utils import _kv_cache as kc
 
@@ -201,6 +201,9 @@ _scalars = st.one_of(st.none(), st.booleans(), st.integers(-10 ** 12, 10 ** 12),
                                                         "q_lora_rank", "n_shared_experts"]), _scalars, max_size=6),
        st.dictionaries(st.sampled_from(["tensor_parallel_size", "reserved_gib", "max_model_len", "max_num_seqs",
                                         "gpu_memory_utilization", "block_size"]), _scalars, max_size=3))
+# found by CI's draw under ansible 14: a string max_position_embeddings reached a comparison as a TypeError
+@example(change={"max_position_embeddings": "0"}, kwargs={"max_model_len": 1})
+@example(change={"max_position_embeddings": 4096.5}, kwargs={})
 def test_only_plan_errors_escape_and_counts_are_sane(change, kwargs):
     import time
     started = time.monotonic()
