@@ -200,12 +200,16 @@ CANN_GENERATIONS = (
      "kernels_file": "Ascend-cann-kernels-{npu}_{version}_linux-{arch}.run",
      "home": "{root}/ascend-toolkit/latest",
      "toolkit_info": "{root}/ascend-toolkit/latest/{arch}-linux/ascend_toolkit_install.info",
-     "kernels_info": "{root}/ascend-toolkit/latest/opp_kernel/version.info"},
+     "kernels_info": "{root}/ascend-toolkit/latest/opp_kernel/version.info",
+     # One version's own directory: what ascend-toolkit/latest points at when that version is the latest.
+     "pinned_home": "{root}/ascend-toolkit/{version}"},
     {"name": "cann", "since": "8.5.0",
      "kernels_file": "Ascend-cann-{npu}-ops_{version}_linux-{arch}.run",
      "home": "{root}/cann-{version}",
      "toolkit_info": "{root}/cann/{arch}-linux/ascend_toolkit_install.info",
-     "kernels_info": "{root}/cann/{arch}-linux/ascend_ops_install.info"},
+     "kernels_info": "{root}/cann/{arch}-linux/ascend_ops_install.info",
+     # cann -> cann-<version> (the records above are read through that link)
+     "pinned_home": "{root}/cann-{version}"},
 )
 CANN_TOOLKIT_FILE = "Ascend-cann-toolkit_{version}_linux-{arch}.run"
 CANN_NNAL_FILE = "Ascend-cann-nnal_{version}_linux-{arch}.run"
@@ -242,6 +246,34 @@ def cann_layout(version, arch, install_path="/usr/local/Ascend", npu_type="910b"
         "atb_home": f"{root}/nnal/atb/latest/atb",
         "info": {"toolkit": row["toolkit_info"].format(**fields), "kernels": row["kernels_info"].format(**fields),
                  "nnal": f"{root}/nnal/atb/latest/version.info"},
+        # This version alone, whichever version latest (or cann) names: for versions side by side (generations)
+        "pinned": pinned_layout(version, arch, install_path),
+    }
+
+
+def pinned_layout(version, arch, install_path="/usr/local/Ascend"):
+    """CANN ``version``'s own directories and records, side by side with other versions.
+
+    Every CANN package installs into a version directory under one root and moves a shared link to it (the package
+    framework's ``multi_version_install`` and its latest manager, docs/sources.md "CANN: versions side by side"):
+    ``ascend-toolkit/latest`` -> ``<version>`` up to 8.3, ``cann`` -> ``cann-<version>`` from 8.5, and
+    ``nnal/atb/latest`` -> ``<version>``. The shared records (:func:`cann_layout`'s ``info``) are read through those
+    links; these are the same files under the version's own directory, so they answer for that version only.
+    ``home``: its ASCEND_TOOLKIT_HOME; ``atb_home``: its ATB_HOME_PATH without ``cxx_abi_N``.
+    """
+    row = cann_generation(version)
+    root = str(install_path).rstrip("/") or "/"
+    fields = {"version": str(version).strip(), "arch": arch, "root": root}
+    home = row["pinned_home"].format(**fields)
+    if row["name"] == "cann":
+        kernels = f"{home}/{arch}-linux/ascend_ops_install.info"
+    else:
+        kernels = f"{home}/opp_kernel/version.info"
+    return {
+        "home": home,
+        "atb_home": f"{root}/nnal/atb/{fields['version']}/atb",
+        "info": {"toolkit": f"{home}/{arch}-linux/ascend_toolkit_install.info", "kernels": kernels,
+                 "nnal": f"{root}/nnal/atb/{fields['version']}/version.info"},
     }
 
 

@@ -73,6 +73,18 @@ options:
     description: Return V(downgrade) instead of V(refuse) when the installed version is newer.
     type: bool
     default: false
+  side_by_side:
+    description:
+      - CANN versions side by side (a node with generations, role M(ascendai.vllm.generation)) - for the toolkit,
+        kernels (ops) and NNAL, read the record in the wanted version's own directory (C(cann-<version>/...),
+        C(ascend-toolkit/<version>/...), C(nnal/atb/<version>/version.info)) instead of the shared one behind
+        C(cann), C(ascend-toolkit/latest) and C(nnal/atb/latest), which names whichever version was installed last.
+      - The O(ignore:action) is then V(none) when the wanted version is installed, V(full) (C(--install), beside the
+        others) when it is not; never V(upgrade), which would remove the other versions.
+      - Needs the wanted version (O(version), O(versions) or the package's). The driver and firmware are read as
+        without it.
+    type: bool
+    default: false
   integrity_check:
     description: Run the package's C(--check) before extracting it.
     type: bool
@@ -109,6 +121,12 @@ EXAMPLES = r"""
   ascendai.vllm.ascend_package_info:
     kind: toolkit
     version: 8.3.RC2
+
+- name: Is CANN 9.1.0 installed beside the others (a node with generations)?
+  ascendai.vllm.ascend_package_info:
+    kinds: [toolkit, kernels, nnal]
+    version: 9.1.0
+    side_by_side: true
 
 - name: Read the CANN packages in one run
   ascendai.vllm.ascend_package_info:
@@ -203,8 +221,11 @@ from ansible_collections.ascendai.vllm.plugins.module_utils._ascend_packages imp
     name_version,
     package_info_file,
     parse_kv,
+    pinned_layout,
     plan_action,
 )
+
+CANN_KINDS = ("toolkit", "kernels", "nnal")
 
 
 def read_text(path):
@@ -212,8 +233,14 @@ def read_text(path):
         return handle.read()
 
 
-def read_installed(kind, install_path, arch):
-    for candidate in installed_files(kind, install_path, arch):
+def read_installed(kind, install_path, arch, pinned_version=None):
+    """The installed version of ``kind``: from the shared record, or with ``pinned_version`` from that version's own
+    directory (side by side)."""
+    if pinned_version:
+        candidates = [pinned_layout(pinned_version, arch, install_path)["info"][kind]]
+    else:
+        candidates = installed_files(kind, install_path, arch)
+    for candidate in candidates:
         if os.path.isfile(candidate):
             info = parse_kv(read_text(candidate))
             return {"version": info_version(info), "file": candidate, "info": info}
@@ -269,7 +296,11 @@ def read_package(module, kind, package):
 def read_one(module, kind, package_path, version, arch):
     """One kind: the installed version, the package (when given) and the action."""
     params = module.params
-    installed = read_installed(kind, params["install_path"], arch)
+    pinned = params["side_by_side"] and kind in CANN_KINDS
+    if pinned and not version and not package_path:
+        module.fail_json(msg=f"side_by_side reads the record of one {kind} version: give version (or versions.{kind}, "
+                             "or the package)")
+    installed = None if pinned else read_installed(kind, params["install_path"], arch)
     package = None
     if package_path:
         if os.path.isfile(package_path):
@@ -279,6 +310,14 @@ def read_one(module, kind, package_path, version, arch):
         if package is not None and not package["version"]:
             module.fail_json(msg=f"{package_path}: the extracted {package['info_file']} names no version")
     wanted = package["version"] if package else version
+    if pinned:
+        if not wanted:
+            module.fail_json(msg=f"side_by_side: no {kind} version to read the record of (the package "
+                                 f"{package_path} is not on the node yet): give version")
+        try:
+            installed = read_installed(kind, params["install_path"], arch, pinned_version=wanted)
+        except AscendVersionError as exc:
+            module.fail_json(msg=f"{kind}: {exc}", package=package)
     try:
         if package and version and compare_versions(package["version"], version) != 0:
             module.fail_json(msg=f"{package_path} holds {kind} {package['version']}, not the wanted "
@@ -304,6 +343,7 @@ def main():
             "install_path": {"type": "path", "default": "/usr/local/Ascend"},
             "arch": {"type": "str"},
             "allow_downgrade": {"type": "bool", "default": False},
+            "side_by_side": {"type": "bool", "default": False},
             "integrity_check": {"type": "bool", "default": True},
         },
         mutually_exclusive=[["kind", "kinds"], ["package", "kinds"]],

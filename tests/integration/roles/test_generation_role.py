@@ -86,7 +86,7 @@ def test_switch_rollback_prune(tmp_path):
     assert _ok(_run(tmp_path, root, "prune", generation_keep=2)) > 0
     assert sorted(p.name for p in root.iterdir()) == ["a", "c", "current"]
     assert _ok(_run(tmp_path, root, "prune", generation_keep=2)) == 0
-    assert _record() == {"root": str(root), "current": "c", "history": ["c", "a"], "failed": []}
+    assert _record() == {"root": str(root), "current": "c", "history": ["c", "a"], "failed": [], "cann": {}}
 
     # a manual rollback goes back to a; then keep 1 leaves nothing to roll back to
     assert _ok(_run(tmp_path, root, "rollback")) > 0
@@ -136,3 +136,39 @@ def test_adopt_leaves_a_fresh_node_alone(tmp_path):
     root = tmp_path / "gens"
     assert _ok(_run(tmp_path, root, "adopt", generation_adopt_venv=str(tmp_path / "none"))) == 0
     assert not root.exists()
+
+
+def test_cann_records_each_generations_cann_and_the_services_follow_current(tmp_path):
+    """Entry point cann: the record's cann maps a generation to the CANN its env.sh names; serving_env_script then
+    gives <root>/current/env.sh while that generation is current, site.yml's script otherwise; prune forgets it."""
+    from ansible_collections.ascendai.vllm.plugins.filter.serving_env_script import serving_env_script
+
+    root = tmp_path / "gens"
+    for name in ("a", "b"):
+        _venv(root, name)
+    _ok(_run(tmp_path, root, "switch", generation_name="a"))
+    assert serving_env_script({"ascendai_generation": _record()}) == "/usr/local/Ascend/ascendai-env.sh"
+
+    assert _ok(_run(tmp_path, root, "cann", check=True, generation_name="b", generation_cann_version="9.1.0")) > 0
+    assert _record()["cann"] == {}
+    assert _ok(_run(tmp_path, root, "cann", generation_name="b", generation_cann_version="9.1.0")) > 0
+    assert _ok(_run(tmp_path, root, "cann", generation_name="b", generation_cann_version="9.1.0")) == 0
+    assert _record()["cann"] == {"b": "9.1.0"} and _current(root) == "a"
+    # a is current and has no CANN of its own: site.yml's script
+    assert serving_env_script({"ascendai_generation": _record()}) == "/usr/local/Ascend/ascendai-env.sh"
+    _ok(_run(tmp_path, root, "cann", generation_name="a", generation_cann_version="8.5.1"))
+    assert serving_env_script({"ascendai_generation": _record()}) == f"{root}/current/env.sh"
+    # switches and rollbacks keep the map
+    _ok(_run(tmp_path, root, "switch", generation_name="b"))
+    _ok(_run(tmp_path, root, "rollback"))
+    assert _record()["cann"] == {"a": "8.5.1", "b": "9.1.0"} and _current(root) == "a"
+    _ok(_run(tmp_path, root, "switch", generation_name="b"))
+    _ok(_run(tmp_path, root, "prune", generation_keep=1))
+    assert _record()["cann"] == {"b": "9.1.0"}
+
+    for bad in ("", "9.1.0; rm -rf /", "latest"):
+        proc = _run(tmp_path, root, "cann", generation_name="b", generation_cann_version=bad)
+        assert proc.returncode != 0 and "is not a CANN release" in proc.stdout, bad
+    proc = _run(tmp_path, root, "cann", generation_name="zz", generation_cann_version="9.1.0")
+    assert proc.returncode != 0 and "Generation zz is not under" in proc.stdout
+

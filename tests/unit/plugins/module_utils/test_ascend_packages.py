@@ -204,3 +204,27 @@ def test_cann_layout(version, generation, kernels, home, toolkit_info):
 def test_cann_layout_refuses_a_non_version():
     with pytest.raises(ap.AscendVersionError):
         ap.cann_layout("latest", "aarch64")
+
+
+@pytest.mark.parametrize("version, home, kernels", [
+    # up to 8.3: ascend-toolkit/<version>, the directory ascend-toolkit/latest names
+    ("8.3.RC2", "/usr/local/Ascend/ascend-toolkit/8.3.RC2",
+     "/usr/local/Ascend/ascend-toolkit/8.3.RC2/opp_kernel/version.info"),
+    # from 8.5: cann-<version>, the directory cann names
+    ("8.5.1", "/usr/local/Ascend/cann-8.5.1", "/usr/local/Ascend/cann-8.5.1/aarch64-linux/ascend_ops_install.info"),
+    ("9.1.0", "/usr/local/Ascend/cann-9.1.0", "/usr/local/Ascend/cann-9.1.0/aarch64-linux/ascend_ops_install.info"),
+])
+def test_pinned_layout_is_the_shared_records_with_the_link_resolved(version, home, kernels):
+    pinned = ap.pinned_layout(version, "aarch64")
+    shared = ap.cann_layout(version, "aarch64")
+    assert pinned == shared["pinned"]
+    assert pinned["home"] == home and pinned["info"]["kernels"] == kernels
+    assert pinned["info"]["toolkit"] == f"{home}/aarch64-linux/ascend_toolkit_install.info"
+    assert pinned["info"]["nnal"] == f"/usr/local/Ascend/nnal/atb/{version}/version.info"
+    assert pinned["atb_home"] == f"/usr/local/Ascend/nnal/atb/{version}/atb"
+    # the shared record with its link replaced by the version's directory is the pinned one
+    link, target = (("ascend-toolkit/latest", f"ascend-toolkit/{version}") if version.startswith("8.3")
+                    else ("Ascend/cann/", f"Ascend/cann-{version}/"))
+    for kind in ("toolkit", "kernels"):
+        assert shared["info"][kind].replace(link, target) == pinned["info"][kind]
+    assert "latest" not in " ".join([pinned["home"], pinned["atb_home"], *pinned["info"].values()])

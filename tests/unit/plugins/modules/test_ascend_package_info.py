@@ -258,3 +258,43 @@ def test_version_from_the_file_name_when_the_package_has_no_version_file(tmp_pat
     assert (res["package"]["version"], res["action"]) == ("7.8.0.6.201", "full")
     kind, res = run({"kind": "firmware", "package": str(stub), "install_path": str(tmp_path / "root")})
     assert kind is AnsibleFailJson and "is it a firmware package?" in res["msg"]
+
+
+def _cann_tree(root, version, arch="aarch64"):
+    """One CANN 8.5+ version's records as its toolkit, ops and NNAL installs leave them."""
+    info = root / f"cann-{version}" / f"{arch}-linux"
+    info.mkdir(parents=True)
+    (info / "ascend_toolkit_install.info").write_text(f"package_name=Ascend-cann-toolkit\nversion={version}\n")
+    (info / "ascend_ops_install.info").write_text(f"package_name=Ascend-cann-910b-ops\nversion={version}\n")
+    atb = root / "nnal" / "atb" / version
+    atb.mkdir(parents=True)
+    (atb / "version.info").write_text(f"    Ascend-cann-atb : {version}\n")
+
+
+def test_side_by_side_reads_the_wanted_versions_own_records(tmp_path):
+    """With generations, CANN versions sit side by side and the shared links name the last one installed: the
+    wanted version is installed when its own records are, whatever the links say; a missing one is a full install
+    (--install, beside the others), never an upgrade that would remove them."""
+    _cann_tree(tmp_path, "8.5.1")
+    _cann_tree(tmp_path, "9.1.0")
+    os.symlink("cann-9.1.0", str(tmp_path / "cann"))
+    os.symlink("9.1.0", str(tmp_path / "nnal" / "atb" / "latest"))
+    common = {"kinds": ["toolkit", "kernels", "nnal"], "install_path": str(tmp_path), "arch": "aarch64"}
+    kind, res = run(dict(common, version="8.5.1", side_by_side=True))
+    assert kind is AnsibleExitJson, res
+    assert [(r["installed"]["version"], r["action"]) for r in res["results"]] == [("8.5.1", "none")] * 3
+    assert res["results"][0]["installed"]["file"] == f"{tmp_path}/cann-8.5.1/aarch64-linux/ascend_toolkit_install.info"
+    kind, res = run(dict(common, version="9.2.0", side_by_side=True))
+    assert [(r["installed"]["version"], r["action"]) for r in res["results"]] == [(None, "full")] * 3
+    # without it the shared records answer: 9.1.0 is newer than the wanted 8.5.1
+    kind, res = run(dict(common, version="8.5.1"))
+    assert [(r["installed"]["version"], r["action"]) for r in res["results"]] == [("9.1.0", "refuse")] * 3
+
+
+def test_side_by_side_needs_a_version(tmp_path):
+    kind, res = run({"kind": "toolkit", "side_by_side": True, "install_path": str(tmp_path)})
+    assert kind is AnsibleFailJson and "give version" in res["msg"]
+    # the driver has one version per node: read as without side_by_side
+    install_driver(str(tmp_path), "25.5.1")
+    kind, res = run({"kind": "driver", "side_by_side": True, "install_path": str(tmp_path)})
+    assert kind is AnsibleExitJson and res["installed"]["version"] == "25.5.1"
