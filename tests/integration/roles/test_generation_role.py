@@ -171,4 +171,3 @@ def test_cann_records_each_generations_cann_and_the_services_follow_current(tmp_
         assert proc.returncode != 0 and "is not a CANN release" in proc.stdout, bad
     proc = _run(tmp_path, root, "cann", generation_name="zz", generation_cann_version="9.1.0")
     assert proc.returncode != 0 and "Generation zz is not under" in proc.stdout
-
