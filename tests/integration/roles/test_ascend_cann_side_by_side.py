@@ -75,13 +75,14 @@ def test_the_second_install_goes_beside_the_first(side_by_side):
     assert os.readlink(node.path("/usr/local/Ascend/nnal/atb/latest")) == "9.1.0"
 
 
-def _generation_env(tmp_path, node, version, check=False):
+def _generation_env(tmp_path, node, version, check=False, include_vars=None):
     stack = {"asked": "", "vllm_ascend": "0.23.0", "cann": version, "cann_versions": [version], "label": "test",
              "source": {"vllm_ascend": "test"}}
     play = [{"hosts": "localhost", "gather_facts": True, "tasks": [
         {"name": "Stand in for the stack decision", "ansible.builtin.set_fact": {"ascendai_stack": stack}},
         {"name": "Entry point", "ansible.builtin.include_role": {"name": "ascendai.vllm.ascend_cann",
-                                                                 "tasks_from": "generation_env"}}]}]
+                                                                 "tasks_from": "generation_env"},
+         "vars": include_vars or {}}]}]
     extra = {"ascend_cann_version": version, "ascend_cann_install_path": node.path("/usr/local/Ascend"),
              "ascend_cann_generation_env": str(tmp_path / "gen" / "env.sh"), "ascend_cann_nnal_cxx_abi": "1"}
     (tmp_path / "gen").mkdir(exist_ok=True)
@@ -128,3 +129,14 @@ def test_a_cann_that_is_not_installed_is_refused(tmp_path, side_by_side):
     assert proc.returncode != 0
     assert "CANN 9.2.0 is not installed in its own directories" in proc.stdout
     assert not (tmp_path / "gen" / "env.sh").exists()
+
+
+def test_the_generations_own_release_outranks_the_new_one_on_the_command_line(tmp_path, side_by_side):
+    """upgrade.yml -e ascend_cann_version=9.1.0 names the new generation's CANN; the current generation's env.sh,
+    written by the same run, must name the CANN it has (8.5.1): an extra variable outranks the include's
+    ascend_cann_version, so the playbook gives ascend_cann_generation_version."""
+    proc = _generation_env(tmp_path, side_by_side, "9.1.0", include_vars={"ascend_cann_generation_version": "8.5.1"})
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    env = _sourced(tmp_path / "gen" / "env.sh", "ASCEND_TOOLKIT_HOME")
+    assert env["ASCEND_TOOLKIT_HOME"] == side_by_side.path("/usr/local/Ascend/cann-8.5.1")
+
