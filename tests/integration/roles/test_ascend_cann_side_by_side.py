@@ -139,4 +139,3 @@ def test_the_generations_own_release_outranks_the_new_one_on_the_command_line(tm
     assert proc.returncode == 0, proc.stdout[-3000:]
     env = _sourced(tmp_path / "gen" / "env.sh", "ASCEND_TOOLKIT_HOME")
     assert env["ASCEND_TOOLKIT_HOME"] == side_by_side.path("/usr/local/Ascend/cann-8.5.1")
-
