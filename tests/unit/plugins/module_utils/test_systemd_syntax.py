@@ -18,7 +18,7 @@ from ansible_collections.ascendai.vllm.plugins.module_utils._systemd_syntax impo
     unit_path,
     unit_text,
 )
-from hypothesis import given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 
@@ -54,15 +54,30 @@ def test_plain_secret_refused_without_showing_it(key, what):
     assert key == "" or key not in str(exc.value)
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.text(min_size=6, max_size=40))
-def test_no_secret_in_any_message(secret):
-    for call in (lambda: plain_env_value(secret, "vllm_service_api_key"),
-                 lambda: env_file({"T": secret}, "vllm_service_env", secret=True)):
+def _messages_of(value):
+    out = []
+    for call in (lambda: plain_env_value(value, "vllm_service_api_key"),
+                 lambda: env_file({"T": value}, "vllm_service_env", secret=True)):
         try:
             call()
         except SystemdSyntaxError as exc:
-            assert secret not in str(exc)
+            out.append(str(exc))
+    return out
+
+
+# The messages' own text, from values that hold each refused kind of character (none of them is a secret): a drawn
+# secret that is a piece of that text ('a blan', drawn in a run with --hypothesis-seed=202) is in every message,
+# leaked or not, so it proves nothing either way.
+_FIXED_TEXT = "\n".join(m for v in ("x y", 'x"y', "x\\y", "x\u00e9y", "x\ny", "x'y", "") for m in _messages_of(v))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(min_size=6, max_size=40))
+@example("a blan")
+def test_no_secret_in_any_message(secret):
+    assume(secret not in _FIXED_TEXT)
+    for message in _messages_of(secret):
+        assert secret not in message
 
 
 @pytest.mark.parametrize("path, words", [
